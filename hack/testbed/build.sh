@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the test bed needs (etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, kwok) from Go modules into a git-ignored cache, keyed by version.
+# kube-controller-manager, kubectl, kwok) from Go modules into a git-ignored cache, keyed by version.
 # A binary already in the cache is reused. Prints the asset directory on success.
 set -euo pipefail
 
@@ -23,7 +23,7 @@ export CGO_ENABLED=0
 
 build_kube() {
   local need=()
-  for b in kube-apiserver kube-scheduler kube-controller-manager; do
+  for b in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
     [ -x "$assets/$b" ] || need+=("$b")
   done
   [ ${#need[@]} -eq 0 ] && return 0
@@ -54,6 +54,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
   (cd "$mod" && go mod tidy -e >/dev/null 2>"$mod/tidy.log") || { cat "$mod/tidy.log" >&2; fail "go mod tidy for kubernetes failed"; }
@@ -102,9 +103,6 @@ build_kwok() {
     || fail "building kwok failed"
   mv "$assets/.kwok-tmp/kwok" "$assets/kwok"
   rmdir "$assets/.kwok-tmp"
-  # kwok needs stage definitions; the module ships them.
-  local dir
-  dir="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
   log "built kwok"
 }
 
@@ -127,7 +125,7 @@ kwok_stages() {
 }
 
 case "${1:-all}" in
-  all) build_etcd; build_kwok; kwok_stages; build_kube ;;
+  all) build_etcd; build_kwok; kwok_stages; build_kube; ln -sfn "$(basename "$assets")" "$cache/current" ;;
   etcd) build_etcd ;;
   kwok) build_kwok; kwok_stages ;;
   kube) build_kube ;;
