@@ -22,6 +22,7 @@ testbed: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager 
 generate: ## Write deepcopy code and the CRDs in config/crd/bases from the Go types in api/.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	@mkdir -p charts/joiner/crds && rm -f charts/joiner/crds/*.yaml && cp config/crd/bases/*.yaml charts/joiner/crds/
 
 .PHONY: build
 build: ## Build the binaries into bin/.

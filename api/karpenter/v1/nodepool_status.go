@@ -1,0 +1,33 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodePoolStatus is the observed state of a NodePool.
+type NodePoolStatus struct {
+	// Resources is the total of the resources of the NodePool's nodes.
+	// +optional
+	Resources corev1.ResourceList `json:"resources,omitempty"`
+	// Nodes is the number of nodes of the NodePool. It backs the scale subresource.
+	// +kubebuilder:default:=0
+	// +optional
+	Nodes *int64 `json:"nodes,omitempty"`
+	// NodeClassObservedGeneration is the generation of the node class last seen; when the node
+	// class changes, NodeRegistrationHealthy is reset.
+	// +optional
+	NodeClassObservedGeneration int64 `json:"nodeClassObservedGeneration,omitempty"`
+	// Conditions report readiness: ValidationSucceeded and NodeClassReady make up Ready;
+	// NodeRegistrationHealthy is reported separately.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// StatusCondition returns the condition of the given type, or nil when the NodePool has none.
+func (in *NodePool) StatusCondition(conditionType string) *metav1.Condition {
+	return meta.FindStatusCondition(in.Status.Conditions, conditionType)
+}
