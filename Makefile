@@ -44,7 +44,8 @@ test: testbed vet ## Run every test, including those against a real apiserver (b
 
 .PHONY: run
 run: testbed ## Start a local control plane with the CRDs installed, and Joiner on the local provider; Ctrl-C stops it all.
-	$(GO) run ./cmd/joiner-local
+	$(GO) build -o bin/joiner-local ./cmd/joiner-local
+	bin/joiner-local $(RUN_ARGS)
 
 .PHONY: clean
 clean: ## Remove built binaries (not the test-bed cache; see clean-cache).

@@ -1,0 +1,130 @@
+// Command joiner-local runs Joiner's main job on one machine with no cloud and no Docker: a real
+// local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok, built
+// from Go modules) with Joiner's CRDs installed. `make run` starts it; Ctrl-C stops everything.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/joiner-dev/joiner/testbed"
+)
+
+type options struct {
+	apiServerPort int
+	kubeconfigOut string
+	crdDir        string
+	assets        string
+	verbose       bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("joiner-local", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: joiner-local [flags]\n\n"+
+			"Starts a local Kubernetes control plane (etcd, kube-apiserver, kube-scheduler,\n"+
+			"kube-controller-manager and kwok) with Joiner's CRDs installed, prints how to reach it,\n"+
+			"and runs until interrupted (Ctrl-C), then stops every process it started.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&o.apiServerPort, "apiserver-port", 0, "port for kube-apiserver on 127.0.0.1 (0 picks a free port)")
+	fs.StringVar(&o.kubeconfigOut, "kubeconfig-out", ".cache/run/kubeconfig", "where to write the admin kubeconfig")
+	fs.StringVar(&o.crdDir, "crds", "config/crd/bases", "directory of CRDs to install")
+	fs.StringVar(&o.assets, "assets", "", "directory of control-plane binaries (default: $JOINER_TESTBED_ASSETS or .cache/testbed/current)")
+	fs.BoolVar(&o.verbose, "v", false, "log progress")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %v; see --help", fs.Args())
+	}
+	if o.apiServerPort < 0 || o.apiServerPort > 65535 {
+		return o, fmt.Errorf("--apiserver-port %d is out of range; use 1-65535, or 0 for a free port", o.apiServerPort)
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "joiner-local:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "joiner-local:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	log := logr.Discard()
+	if o.verbose {
+		log = funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
+	}
+	if _, err := os.Stat(o.crdDir); err != nil {
+		return fmt.Errorf("CRD directory %s: %w (run from the repository root, or pass --crds)", o.crdDir, err)
+	}
+	fmt.Fprintln(out, "Starting the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)...")
+	env, err := testbed.Start(ctx, testbed.Options{
+		AssetsDir:         o.assets,
+		CRDDirs:           []string{o.crdDir},
+		Scheduler:         true,
+		ControllerManager: true,
+		Kwok:              true,
+		APIServerPort:     o.apiServerPort,
+		Log:               log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "\nStopping the local control plane...")
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "joiner-local: stop:", err)
+		}
+		_ = os.Remove(o.kubeconfigOut)
+		fmt.Fprintln(out, "Stopped; no process is left running.")
+	}()
+
+	kubeconfig, err := os.ReadFile(env.KubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("read kubeconfig: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(o.kubeconfigOut), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(o.kubeconfigOut), err)
+	}
+	if err := os.WriteFile(o.kubeconfigOut, kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	abs, _ := filepath.Abs(o.kubeconfigOut)
+	fmt.Fprintf(out, `
+The local cluster is up. Joiner's CRDs are installed.
+
+  export KUBECONFIG=%s
+  kubectl get crds
+  kubectl apply -f e2e/crd/testdata/nodepool/accept/default.yaml
+  kubectl get nodepools
+
+Logs of the control-plane processes: %s
+Press Ctrl-C to stop everything.
+`, abs, env.LogDir)
+	<-ctx.Done()
+	return nil
+}
