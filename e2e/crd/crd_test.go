@@ -72,10 +72,14 @@ func TestCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
+	t.Cleanup(func() {
+		t.Logf("cases: %d accepted, %d rejected, %d defaulted, %d updates", counts[crd.Accept], counts[crd.Reject], counts[crd.Default], counts[crd.Update])
+	})
 	for _, c := range cases {
 		counts[c.Kind]++
 		name := strings.TrimSuffix(strings.TrimPrefix(c.Path, "testdata/"), ".yaml")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			switch c.Kind {
@@ -90,7 +94,6 @@ func TestCases(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("cases: %d accepted, %d rejected, %d defaulted, %d updates", counts[crd.Accept], counts[crd.Reject], counts[crd.Default], counts[crd.Update])
 	for _, k := range []string{crd.Accept, crd.Reject, crd.Default, crd.Update} {
 		if counts[k] == 0 {
 			t.Errorf("no %s cases found under testdata", k)
