@@ -18,6 +18,10 @@ help: ## Show the targets.
 testbed: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok from Go modules (cached in .cache/).
 	@bash hack/testbed/build.sh all >/dev/null
 
+.PHONY: helm
+helm: ## Build helm from Go modules (cached in .cache/tools).
+	@bash hack/tools/helm.sh >/dev/null
+
 .PHONY: generate
 generate: ## Write deepcopy code and the CRDs in config/crd/bases from the Go types in api/.
 	$(CONTROLLER_GEN) object paths=./api/...
@@ -37,7 +41,7 @@ lint: ## Run golangci-lint (built from the Go module proxy).
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 .PHONY: test
-test: testbed vet ## Run every test, including those against a real apiserver (builds the test bed first).
+test: testbed helm vet ## Run every test, including those against a real apiserver (builds the test bed first).
 	@set -o pipefail; status=0; \
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./... || status=$$?; \
 	bash hack/testbed/reap.sh; exit $$status
