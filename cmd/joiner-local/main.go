@@ -1,6 +1,7 @@
 // Command joiner-local runs Joiner's main job on one machine with no cloud and no Docker: a real
 // local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok, built
-// from Go modules) with Joiner's CRDs installed. `make run` starts it; Ctrl-C stops everything.
+// from Go modules) with Joiner's CRDs, webhooks and certificates installed and Joiner running on it.
+// `make run` starts it; Ctrl-C stops everything.
 package main
 
 import (
@@ -16,7 +17,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/joiner-dev/joiner/localrun"
 	"github.com/joiner-dev/joiner/testbed"
 )
 
@@ -26,6 +29,8 @@ type options struct {
 	crdDir        string
 	assets        string
 	verbose       bool
+	noJoiner      bool
+	manifests     string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -35,15 +40,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: joiner-local [flags]\n\n"+
 			"Starts a local Kubernetes control plane (etcd, kube-apiserver, kube-scheduler,\n"+
-			"kube-controller-manager and kwok) with Joiner's CRDs installed, prints how to reach it,\n"+
-			"and runs until interrupted (Ctrl-C), then stops every process it started.\n\nFlags:\n")
+			"kube-controller-manager and kwok) with Joiner's CRDs, webhooks and certificates installed,\n"+
+			"runs Joiner on it with the local provider, applies a default node class and NodePool,\n"+
+			"prints how to reach it, and runs until interrupted (Ctrl-C), then stops every process it started.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&o.apiServerPort, "apiserver-port", 0, "port for kube-apiserver on 127.0.0.1 (0 picks a free port)")
 	fs.StringVar(&o.kubeconfigOut, "kubeconfig-out", ".cache/run/kubeconfig", "where to write the admin kubeconfig")
 	fs.StringVar(&o.crdDir, "crds", "config/crd/bases", "directory of CRDs to install")
 	fs.StringVar(&o.assets, "assets", "", "directory of control-plane binaries (default: $JOINER_TESTBED_ASSETS or .cache/testbed/current)")
-	fs.BoolVar(&o.verbose, "v", false, "log progress")
+	fs.BoolVar(&o.verbose, "v", false, "log progress and Joiner's logs")
+	fs.BoolVar(&o.noJoiner, "no-joiner", false, "start only the control plane, without Joiner")
+	fs.StringVar(&o.manifests, "manifests", "config/samples/local", "manifests applied once Joiner is up (a default LocalNodeClass and NodePool)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -114,17 +122,48 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	abs, _ := filepath.Abs(o.kubeconfigOut)
+	if o.noJoiner {
+		fmt.Fprintf(out, "\nThe local cluster is up (without Joiner). Joiner's CRDs are installed.\n\n  export KUBECONFIG=%s\n  kubectl get crds\n\nPress Ctrl-C to stop everything.\n", abs)
+		<-ctx.Done()
+		return nil
+	}
+	fmt.Fprintln(out, "Starting Joiner (webhooks, certificates, policies, controllers, local provider)...")
+	joinerLogFile, err := os.Create(filepath.Join(env.LogDir, "joiner.log"))
+	if err != nil {
+		return fmt.Errorf("create Joiner's log: %w", err)
+	}
+	defer joinerLogFile.Close()
+	var joinerOut io.Writer = joinerLogFile
+	if o.verbose {
+		joinerOut = io.MultiWriter(joinerLogFile, os.Stderr)
+	}
+	joinerLog := zap.New(zap.WriteTo(joinerOut))
+	run, err := localrun.Start(ctx, env.Config, localrun.Options{Log: joinerLog})
+	if err != nil {
+		return fmt.Errorf("start Joiner: %w", err)
+	}
+	defer func() {
+		if err := run.Stop(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "joiner-local: stop Joiner:", err)
+		}
+	}()
+	if o.manifests != "" {
+		if err := localrun.ApplyManifests(ctx, env.Config, o.manifests); err != nil {
+			return fmt.Errorf("apply %s: %w", o.manifests, err)
+		}
+	}
 	fmt.Fprintf(out, `
-The local cluster is up. Joiner's CRDs are installed.
+The local cluster is up, with Joiner running on it (webhooks at %s).
 
   export KUBECONFIG=%s
-  kubectl get crds
-  kubectl apply -f e2e/crd/testdata/nodepool/accept/default.yaml
-  kubectl get nodepools
+  kubectl get localnodeclasses,nodepools,provisioningpolicies
+  kubectl apply -f policy/library/cpu-limit/policy.yaml     # a Rego policy, enforced at kubectl apply
+  kubectl scale deployment inflate --replicas 10
+  kubectl get nodeclaims,nodes -w                          # watch nodes appear
 
-Logs of the control-plane processes: %s
+Logs of Joiner and the control-plane processes: %s
 Press Ctrl-C to stop everything.
-`, abs, env.LogDir)
+`, run.WebhookURL, abs, env.LogDir)
 	<-ctx.Done()
 	return nil
 }

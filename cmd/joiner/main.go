@@ -1,0 +1,57 @@
+// Command joiner is Joiner's one binary: `joiner controller` runs the operator (webhooks,
+// certificates, policy, audit and provisioning controllers), and `joiner policy check|test` run the
+// same policies offline, in a GitOps pipeline, with the same engine and messages as the webhooks.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `Usage: joiner <command> [flags]
+
+Commands:
+  controller     run the operator: admission webhooks, certificates, policy and provisioning controllers
+  policy check   check manifests against ProvisioningPolicies offline (exit 1 on a Deny violation)
+  policy test    run the Rego unit tests (test_ rules) of a policy folder
+  version        print the version
+
+Run 'joiner <command> --help' for the flags of a command.
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, "joiner", version)
+		return 0
+	case "controller":
+		return runController(ctx, args[1:], stderr)
+	case "policy":
+		return runPolicy(ctx, args[1:], stdin, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "joiner: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

@@ -1,0 +1,295 @@
+// Package audit re-evaluates the objects already in the cluster against the ProvisioningPolicies,
+// periodically and whenever a policy changes, and reports what it finds in each policy's status, as
+// Events and as Prometheus metrics. It uses the same engine as the admission webhooks and only reads
+// the objects it audits.
+package audit
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
+	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/policysync"
+	"github.com/joiner-dev/joiner/policy"
+)
+
+// MaxReportedViolations is how many violations a policy's status lists (the CRD's maxItems).
+const MaxReportedViolations = 20
+
+// DefaultInterval is how often the audit runs when nothing triggers it.
+const DefaultInterval = time.Minute
+
+// Auditor runs the audit. It is a manager Runnable that runs on the leader only.
+type Auditor struct {
+	Client   client.Client
+	Engine   *policy.Engine
+	Recorder events.EventRecorder
+	// Interval between periodic runs; zero means DefaultInterval.
+	Interval time.Duration
+	// Clock stamps the status; nil means the real clock.
+	Clock  clock.Clock
+	Log    logr.Logger
+	Metric *Metrics
+
+	trigger chan struct{}
+}
+
+// Metrics are the audit's Prometheus metrics.
+type Metrics struct {
+	Violations *prometheus.GaugeVec
+	Runs       prometheus.Counter
+	Duration   prometheus.Histogram
+}
+
+// NewMetrics creates the audit metrics and registers them with reg (nil skips registration).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "joiner", Subsystem: "audit", Name: "violations",
+			Help: "Violations found by the last audit, per policy and enforcement action."}, []string{"policy", "enforcement_action"}),
+		Runs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "joiner", Subsystem: "audit", Name: "runs_total",
+			Help: "Audit runs completed."}),
+		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "joiner", Subsystem: "audit", Name: "duration_seconds",
+			Help: "Time taken by one audit run.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Violations, m.Runs, m.Duration)
+	}
+	return m
+}
+
+// Trigger asks for a run soon; it never blocks.
+func (a *Auditor) Trigger() {
+	a.init()
+	select {
+	case a.trigger <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Auditor) init() {
+	if a.trigger == nil {
+		a.trigger = make(chan struct{}, 1)
+	}
+}
+
+// NeedLeaderElection makes the audit run on the leader only.
+func (a *Auditor) NeedLeaderElection() bool { return true }
+
+// Start runs the audit until ctx ends.
+func (a *Auditor) Start(ctx context.Context) error {
+	a.init()
+	interval := a.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		if err := a.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			a.Log.Error(err, "audit run failed")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-a.trigger:
+			// Let a burst of policy changes settle into one run.
+			select {
+			case <-time.After(500 * time.Millisecond):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// audited lists one kind of object the audit evaluates.
+type audited struct {
+	list func() client.ObjectList
+	gvk  schema.GroupVersionKind
+}
+
+func auditedKinds() []audited {
+	return []audited{
+		{func() client.ObjectList { return &karpv1.NodePoolList{} }, karpv1.GroupVersion.WithKind("NodePool")},
+		{func() client.ObjectList { return &karpv1.NodeClaimList{} }, karpv1.GroupVersion.WithKind("NodeClaim")},
+		{func() client.ObjectList { return &awsv1.EC2NodeClassList{} }, awsv1.GroupVersion.WithKind("EC2NodeClass")},
+		{func() client.ObjectList { return &joinerv1alpha1.LocalNodeClassList{} }, joinerv1alpha1.GroupVersion.WithKind("LocalNodeClass")},
+		{func() client.ObjectList { return &corev1.PodList{} }, corev1.SchemeGroupVersion.WithKind("Pod")},
+	}
+}
+
+// RunOnce evaluates every audited object once and publishes the results.
+func (a *Auditor) RunOnce(ctx context.Context) error {
+	start := time.Now()
+	nsLabels, err := a.namespaceLabels(ctx)
+	if err != nil {
+		return err
+	}
+	found := map[string][]joinerv1alpha1.AuditViolation{}
+	actions := map[string]policy.Action{}
+	for _, k := range auditedKinds() {
+		list := k.list()
+		if err := a.Client.List(ctx, list); err != nil {
+			if apierrors.IsNotFound(err) || isNoMatch(err) {
+				continue // a CRD that is not installed (e.g. EC2NodeClass on a local cluster)
+			}
+			return fmt.Errorf("audit: list %s: %w", k.gvk.Kind, err)
+		}
+		items, err := listItems(list)
+		if err != nil {
+			return err
+		}
+		for _, obj := range items {
+			m, err := policysync.ToMap(obj, k.gvk)
+			if err != nil {
+				return err
+			}
+			review, err := policy.NewReview(policy.OperationCreate, m, nil)
+			if err != nil {
+				return fmt.Errorf("audit %s: %w", k.gvk.Kind, err)
+			}
+			review.NamespaceLabels = nsLabels[review.Namespace]
+			vs, err := a.Engine.Evaluate(ctx, review)
+			if err != nil {
+				return fmt.Errorf("audit %s %s: %w", k.gvk.Kind, review.Name, err)
+			}
+			for _, v := range vs {
+				msg := v.Message
+				if v.IsError() {
+					msg = "evaluation error: " + v.Err.Error()
+				}
+				found[v.Policy] = append(found[v.Policy], joinerv1alpha1.AuditViolation{
+					Kind: k.gvk.Kind, Name: review.Name, Namespace: review.Namespace, Message: msg, Field: v.Field})
+				actions[v.Policy] = v.Action
+			}
+		}
+	}
+	if err := a.publish(ctx, found, actions); err != nil {
+		return err
+	}
+	if a.Metric != nil {
+		a.Metric.Runs.Inc()
+		a.Metric.Duration.Observe(time.Since(start).Seconds())
+	}
+	return nil
+}
+
+func (a *Auditor) namespaceLabels(ctx context.Context) (map[string]map[string]string, error) {
+	nss := &corev1.NamespaceList{}
+	if err := a.Client.List(ctx, nss); err != nil {
+		return nil, fmt.Errorf("audit: list namespaces: %w", err)
+	}
+	out := make(map[string]map[string]string, len(nss.Items))
+	for _, ns := range nss.Items {
+		out[ns.Name] = ns.Labels
+	}
+	return out, nil
+}
+
+// publish writes each policy's audit status, and emits an Event when its count changes.
+func (a *Auditor) publish(ctx context.Context, found map[string][]joinerv1alpha1.AuditViolation, actions map[string]policy.Action) error {
+	policies := &joinerv1alpha1.ProvisioningPolicyList{}
+	if err := a.Client.List(ctx, policies); err != nil {
+		return fmt.Errorf("audit: list provisioningpolicies: %w", err)
+	}
+	clk := a.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	now := metav1.NewTime(clk.Now())
+	if a.Metric != nil {
+		a.Metric.Violations.Reset()
+	}
+	for i := range policies.Items {
+		pp := &policies.Items[i]
+		vs := found[pp.Name]
+		sort.Slice(vs, func(i, j int) bool {
+			if vs[i].Kind != vs[j].Kind {
+				return vs[i].Kind < vs[j].Kind
+			}
+			if vs[i].Namespace != vs[j].Namespace {
+				return vs[i].Namespace < vs[j].Namespace
+			}
+			if vs[i].Name != vs[j].Name {
+				return vs[i].Name < vs[j].Name
+			}
+			return vs[i].Message < vs[j].Message
+		})
+		total := int32(len(vs))
+		if len(vs) > MaxReportedViolations {
+			vs = vs[:MaxReportedViolations]
+		}
+		action := string(pp.Spec.EnforcementAction)
+		if act, ok := actions[pp.Name]; ok {
+			action = string(act)
+		}
+		if a.Metric != nil {
+			a.Metric.Violations.WithLabelValues(pp.Name, action).Set(float64(total))
+		}
+		prevTotal := pp.Status.TotalViolations
+		patch := client.MergeFrom(pp.DeepCopy())
+		pp.Status.AuditTimestamp = &now
+		pp.Status.TotalViolations = total
+		pp.Status.Violations = vs
+		if err := a.Client.Status().Patch(ctx, pp, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("audit: update status of provisioningpolicy %s: %w", pp.Name, err)
+		}
+		if a.Recorder != nil && total != prevTotal {
+			kind := "Normal"
+			if total > 0 {
+				kind = "Warning"
+			}
+			a.Recorder.Eventf(pp, nil, kind, "AuditViolations", "Audit", "audit found %d violation(s) of this policy (was %d)", total, prevTotal)
+		}
+	}
+	return nil
+}
+
+func listItems(list client.ObjectList) ([]runtime.Object, error) {
+	switch l := list.(type) {
+	case *karpv1.NodePoolList:
+		return objects(l.Items), nil
+	case *karpv1.NodeClaimList:
+		return objects(l.Items), nil
+	case *awsv1.EC2NodeClassList:
+		return objects(l.Items), nil
+	case *joinerv1alpha1.LocalNodeClassList:
+		return objects(l.Items), nil
+	case *corev1.PodList:
+		return objects(l.Items), nil
+	}
+	return nil, fmt.Errorf("audit: unsupported list %T", list)
+}
+
+// objects returns pointers to the items of a typed list.
+func objects[T any, PT interface {
+	*T
+	runtime.Object
+}](items []T) []runtime.Object {
+	out := make([]runtime.Object, len(items))
+	for i := range items {
+		out[i] = PT(&items[i])
+	}
+	return out
+}
+
+func isNoMatch(err error) bool {
+	return meta.IsNoMatchError(err)
+}

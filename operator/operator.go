@@ -1,0 +1,308 @@
+// Package operator assembles Joiner's controller manager: the webhook server with its managed
+// certificate, the policy engine and the controllers that keep it in step, the audit, health and
+// readiness checks, metrics and leader election. It wires; the behaviour lives in the packages it
+// wires together.
+package operator
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
+	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/certs"
+	"github.com/joiner-dev/joiner/controllers/audit"
+	"github.com/joiner-dev/joiner/controllers/policysync"
+	"github.com/joiner-dev/joiner/policy"
+	"github.com/joiner-dev/joiner/webhooks"
+)
+
+// Certificate modes.
+const (
+	CertModeSelfManaged = "self-managed"
+	CertModeCertManager = "cert-manager"
+)
+
+// Names of Joiner's own objects, shared by the manifests in config/ and the chart.
+const (
+	DefaultNamespace                   = "joiner-system"
+	DefaultServiceName                 = "joiner-webhook"
+	DefaultSecretName                  = "joiner-webhook-cert"
+	LeaderElectionID                   = "joiner"
+	MutatingDefaulting                 = "joiner-defaulting"
+	ValidatingValidation               = "joiner-validation"
+	PodTenancyWebhookConfigurationName = "joiner-pod-tenancy"
+)
+
+// Options configure the operator. Zero values mean the documented defaults.
+type Options struct {
+	// Namespace Joiner runs in: its Secret, leader-election Lease and Service live there.
+	Namespace string
+	// ServiceName is the webhook Service; its DNS names go into the serving certificate.
+	ServiceName string
+	// SecretName holds the webhook serving certificate.
+	SecretName string
+	// WebhookHost and WebhookPort are where the webhook server listens (default :9443).
+	WebhookHost string
+	WebhookPort int
+	// WebhookIPs are extra IP SANs of the serving certificate (127.0.0.1 for a local run).
+	WebhookIPs []net.IP
+	// MetricsAddr and ProbeAddr are the metrics and health probe listen addresses; "0" disables them.
+	MetricsAddr string
+	ProbeAddr   string
+	// LeaderElect turns on leader election for the leader-only controllers (audit, provisioning).
+	LeaderElect bool
+	// CertMode is CertModeSelfManaged (default) or CertModeCertManager.
+	CertMode string
+	// CertManagerIssuer names an existing issuer as "Issuer/name" or "ClusterIssuer/name"; empty
+	// creates Joiner's own self-signed chain.
+	CertManagerIssuer string
+	// TLSMinVersion is the lowest TLS version the webhook accepts (default TLS 1.2).
+	TLSMinVersion uint16
+	// CertLifetimes override the certificate lifetimes (tests use short ones).
+	CertLifetimes CertLifetimes
+	// AuditInterval is the period of the audit (default audit.DefaultInterval).
+	AuditInterval time.Duration
+	// GracefulShutdown bounds how long runnables get to stop (default 30s).
+	GracefulShutdown time.Duration
+	// Log is the root logger.
+	Log logr.Logger
+}
+
+// CertLifetimes are the self-managed certificate lifetimes; zero means the certs package defaults.
+type CertLifetimes struct {
+	CAValidity, CARenewBefore, LeafValidity, LeafRenewBefore, PropagationDelay time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.ServiceName == "" {
+		o.ServiceName = DefaultServiceName
+	}
+	if o.SecretName == "" {
+		o.SecretName = DefaultSecretName
+	}
+	if o.WebhookPort == 0 {
+		o.WebhookPort = 9443
+	}
+	if o.CertMode == "" {
+		o.CertMode = CertModeSelfManaged
+	}
+	if o.CertMode != CertModeSelfManaged && o.CertMode != CertModeCertManager {
+		return o, fmt.Errorf("--cert-mode %q is not supported; use %s or %s", o.CertMode, CertModeSelfManaged, CertModeCertManager)
+	}
+	if o.TLSMinVersion == 0 {
+		o.TLSMinVersion = tls.VersionTLS12
+	}
+	if o.GracefulShutdown == 0 {
+		o.GracefulShutdown = 30 * time.Second
+	}
+	if o.Log.GetSink() == nil {
+		o.Log = logr.Discard()
+	}
+	return o, nil
+}
+
+// Scheme returns a scheme with the Kubernetes kinds and all of Joiner's API kinds.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, joinerv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Operator is an assembled, not yet started, manager.
+type Operator struct {
+	Manager manager.Manager
+	Engine  *policy.Engine
+	opts    Options
+}
+
+// New assembles the manager for cfg.
+func New(cfg *rest.Config, opts Options) (*Operator, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	if opts.CertMode == CertModeCertManager {
+		if err := certs.RegisterCertManagerTypes(scheme); err != nil {
+			return nil, fmt.Errorf("register cert-manager types: %w", err)
+		}
+	}
+	serving := certs.NewServingCert()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        opts.Log,
+		Metrics:                       metricsserver.Options{BindAddress: orDefault(opts.MetricsAddr, ":8080")},
+		HealthProbeBindAddress:        orDefault(opts.ProbeAddr, ":8081"),
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &opts.GracefulShutdown,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    opts.WebhookHost,
+			Port:    opts.WebhookPort,
+			TLSOpts: serving.TLSOpts(certs.TLSOptions{MinVersion: opts.TLSMinVersion}),
+		}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	op := &Operator{Manager: mgr, opts: opts, Engine: policy.New(policy.Options{Logger: opts.Log.WithName("policy")})}
+	if err := op.setupCerts(serving); err != nil {
+		return nil, err
+	}
+	if err := op.setupPolicy(); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add healthz: %w", err)
+	}
+	// Dial the webhook server only once it has a certificate, or the dial itself logs a TLS error.
+	started := mgr.GetWebhookServer().StartedChecker()
+	if err := mgr.AddReadyzCheck("webhook-server", func(req *http.Request) error {
+		if !serving.Loaded() {
+			return errors.New("webhook serving certificate not loaded yet")
+		}
+		return started(req)
+	}); err != nil {
+		return nil, fmt.Errorf("add readyz: %w", err)
+	}
+	return op, nil
+}
+
+func (op *Operator) setupCerts(serving *certs.ServingCert) error {
+	o := op.opts
+	mutating := []string{MutatingDefaulting, PodTenancyWebhookConfigurationName}
+	validating := []string{ValidatingValidation, PodTenancyWebhookConfigurationName}
+	m, err := certs.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("certificate metrics: %w", err)
+	}
+	mgr := op.Manager
+	switch o.CertMode {
+	case CertModeCertManager:
+		cmo := certs.CertManagerOptions{
+			Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName, IPAddresses: o.WebhookIPs,
+			MutatingWebhookConfigurations: mutating, ValidatingWebhookConfigurations: validating,
+			Log: o.Log.WithName("certs"), Metrics: m,
+		}
+		if o.CertManagerIssuer != "" {
+			ref, err := parseIssuer(o.CertManagerIssuer)
+			if err != nil {
+				return err
+			}
+			cmo.IssuerRef = ref
+		}
+		r, err := certs.NewCertManagerReconciler(mgr.GetClient(), mgr.GetAPIReader(), serving, cmo)
+		if err != nil {
+			return fmt.Errorf("cert-manager mode: %w", err)
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("cert-manager mode: %w", err)
+		}
+		return mgr.AddReadyzCheck("certificate", r.ReadyzCheck())
+	default:
+		lt := o.CertLifetimes
+		r, err := certs.NewRotator(mgr.GetClient(), mgr.GetAPIReader(), serving, certs.Options{
+			Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName, IPAddresses: o.WebhookIPs,
+			MutatingWebhookConfigurations: mutating, ValidatingWebhookConfigurations: validating,
+			CAValidity: lt.CAValidity, CARenewBefore: lt.CARenewBefore, LeafValidity: lt.LeafValidity,
+			LeafRenewBefore: lt.LeafRenewBefore, PropagationDelay: lt.PropagationDelay,
+			Log: o.Log.WithName("certs"), Metrics: m,
+		})
+		if err != nil {
+			return fmt.Errorf("self-managed certificates: %w", err)
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("self-managed certificates: %w", err)
+		}
+		return mgr.AddReadyzCheck("certificate", r.ReadyzCheck())
+	}
+}
+
+func (op *Operator) setupPolicy() error {
+	mgr := op.Manager
+	auditor := &audit.Auditor{
+		Client: mgr.GetClient(), Engine: op.Engine, Recorder: mgr.GetEventRecorder("joiner-audit"),
+		Interval: op.opts.AuditInterval, Log: op.opts.Log.WithName("audit"), Metric: audit.NewMetrics(metrics.Registry),
+	}
+	if err := mgr.Add(auditor); err != nil {
+		return fmt.Errorf("add audit: %w", err)
+	}
+	pr := &policysync.PolicyReconciler{Client: mgr.GetClient(), Engine: op.Engine,
+		Recorder: mgr.GetEventRecorder("joiner-policy"), OnChange: auditor.Trigger}
+	if err := pr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("policy controller: %w", err)
+	}
+	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &joinerv1alpha1.LocalNodeClass{}} {
+		ir := &policysync.InventoryReconciler{Client: mgr.GetClient(), Engine: op.Engine, Object: obj}
+		if err := ir.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("inventory controller: %w", err)
+		}
+	}
+	if err := mgr.AddReadyzCheck("policies", func(req *http.Request) error {
+		return pr.Synced(req.Context(), mgr.GetClient())
+	}); err != nil {
+		return fmt.Errorf("add readyz: %w", err)
+	}
+	return webhooks.Register(mgr.GetWebhookServer(), webhooks.Dependencies{
+		Engine: op.Engine, Reader: mgr.GetClient(), Registerer: metrics.Registry,
+		Logger:           op.opts.Log.WithName("webhooks"),
+		ExemptNamespaces: append(webhooks.DefaultExemptNamespaces(), op.opts.Namespace),
+		ExemptUsernames:  []string{"system:serviceaccount:" + op.opts.Namespace + ":joiner"},
+	})
+}
+
+// Start runs the manager until ctx ends, then shuts down gracefully.
+func (op *Operator) Start(ctx context.Context) error {
+	if err := op.Manager.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+func parseIssuer(s string) (*cmmeta.IssuerReference, error) {
+	for _, kind := range []string{"Issuer", "ClusterIssuer"} {
+		if len(s) > len(kind)+1 && s[:len(kind)+1] == kind+"/" {
+			return &cmmeta.IssuerReference{Kind: kind, Name: s[len(kind)+1:], Group: "cert-manager.io"}, nil
+		}
+	}
+	return nil, fmt.Errorf("--cert-manager-issuer %q: use Issuer/<name> or ClusterIssuer/<name>", s)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,461 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/topdown"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// DefaultEvalTimeout bounds one Evaluate call. It sits below Gatekeeper's 3 s webhook timeout and the 5 s
+// timeoutSeconds recommended for Joiner's webhook, so a runaway policy yields an error result the webhook
+// can act on instead of an apiserver-side webhook timeout.
+const DefaultEvalTimeout = 2 * time.Second
+
+// Options configure an Engine. The zero value is usable.
+type Options struct {
+	// Logger receives compile results and evaluation failures. The zero value discards logs.
+	Logger logr.Logger
+	// EvalTimeout bounds one Evaluate call (all policies matched by one review). Zero means DefaultEvalTimeout.
+	// Policies still running (or not yet started) at the deadline produce error results; policies that
+	// finished keep their results. With Parallelism above 1 one slow policy cannot starve the others.
+	EvalTimeout time.Duration
+	// Parallelism is the number of goroutines one Evaluate call spreads its policies over. Zero means
+	// GOMAXPROCS; 1 evaluates policies one after the other on the caller's goroutine.
+	Parallelism int
+}
+
+// Engine compiles policies and evaluates reviews against them. All methods are safe for concurrent use:
+// evaluations run against an immutable policy set that SetPolicies, UpsertPolicy and RemovePolicy replace
+// atomically, so a concurrent evaluation sees either the old set or the new one, never a mix.
+type Engine struct {
+	log         logr.Logger
+	evalTimeout time.Duration
+	parallelism int
+	caps        *ast.Capabilities
+	store       storage.Store
+	noMetrics   metrics.Metrics
+
+	set atomic.Pointer[policySet]
+	mu  sync.Mutex // serialises writers of set
+}
+
+// policySet is an immutable snapshot of the compiled policies, sorted by name.
+type policySet struct {
+	policies []*compiledPolicy
+}
+
+// compiledPolicy is one policy ready to evaluate. A policy that failed to compile has err set and produces an
+// error result for every review it matches (when its Match could be read), so a broken policy is visible
+// instead of silently allowing everything.
+type compiledPolicy struct {
+	policy   Policy
+	compiled *compiled
+	query    *rego.PreparedEvalQuery
+	err      error
+}
+
+// New returns an engine with no policies and an empty inventory.
+func New(opts Options) *Engine {
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	if opts.EvalTimeout <= 0 {
+		opts.EvalTimeout = DefaultEvalTimeout
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = runtime.GOMAXPROCS(0)
+	}
+	e := &Engine{
+		log:         opts.Logger,
+		evalTimeout: opts.EvalTimeout,
+		parallelism: opts.Parallelism,
+		caps:        Capabilities(),
+		// Values are stored as AST so a policy reading data.inventory gets them without conversion.
+		store:     inmem.NewFromObjectWithOpts(emptyInventory(), inmem.OptReturnASTValuesOnRead(true), inmem.OptRoundTripOnWrite(true)),
+		noMetrics: metrics.NoOp(),
+	}
+	e.set.Store(&policySet{})
+	return e
+}
+
+// CompileErrors maps the name of each policy that failed to compile to its error. SetPolicies and
+// UpsertPolicy return it; the failed policies stay installed and report error results when they match.
+type CompileErrors map[string]error
+
+// Error lists the failures, one policy per line, sorted by name.
+func (ce CompileErrors) Error() string {
+	names := slices.Sorted(maps.Keys(ce))
+	lines := make([]string, len(names))
+	for i, n := range names {
+		lines[i] = ce[n].Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// SetPolicies replaces the whole policy set. A policy whose name, generation and Rego are unchanged keeps
+// its prepared query; the others are compiled. The new set is swapped in atomically once every policy has
+// been processed. The returned error, if any, is a CompileErrors.
+func (e *Engine) SetPolicies(ctx context.Context, policies []Policy) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.set.Load()
+	seen := make(map[string]bool, len(policies))
+	next := make([]*compiledPolicy, 0, len(policies))
+	failed := CompileErrors{}
+	for _, p := range policies {
+		if seen[p.Name] {
+			failed[p.Name] = fmt.Errorf("policy %s: defined twice; policy names must be unique", p.Name)
+			continue
+		}
+		seen[p.Name] = true
+		cp := e.compilePolicy(ctx, p, old.find(p.Name))
+		if cp.err != nil {
+			failed[p.Name] = cp.err
+		}
+		next = append(next, cp)
+	}
+	sort.Slice(next, func(i, j int) bool { return next[i].policy.Name < next[j].policy.Name })
+	e.set.Store(&policySet{policies: next})
+	e.log.V(1).Info("policy set installed", "policies", len(next), "failed", len(failed))
+	if len(failed) > 0 {
+		return failed
+	}
+	return nil
+}
+
+// UpsertPolicy adds or replaces one policy, for controllers that react to one ProvisioningPolicy at a time.
+// The returned error, if any, is a CompileErrors; the policy is installed either way.
+func (e *Engine) UpsertPolicy(ctx context.Context, p Policy) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.set.Load()
+	cp := e.compilePolicy(ctx, p, old.find(p.Name))
+	next := make([]*compiledPolicy, 0, len(old.policies)+1)
+	for _, o := range old.policies {
+		if o.policy.Name != p.Name {
+			next = append(next, o)
+		}
+	}
+	next = append(next, cp)
+	sort.Slice(next, func(i, j int) bool { return next[i].policy.Name < next[j].policy.Name })
+	e.set.Store(&policySet{policies: next})
+	if cp.err != nil {
+		return CompileErrors{p.Name: cp.err}
+	}
+	return nil
+}
+
+// RemovePolicy removes the named policy; it is a no-op if there is none.
+func (e *Engine) RemovePolicy(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.set.Load()
+	next := slices.DeleteFunc(slices.Clone(old.policies), func(cp *compiledPolicy) bool { return cp.policy.Name == name })
+	e.set.Store(&policySet{policies: next})
+}
+
+// PolicyNames returns the names of the installed policies, sorted.
+func (e *Engine) PolicyNames() []string {
+	set := e.set.Load()
+	names := make([]string, len(set.policies))
+	for i, cp := range set.policies {
+		names[i] = cp.policy.Name
+	}
+	return names
+}
+
+func (s *policySet) find(name string) *compiledPolicy {
+	i, ok := slices.BinarySearchFunc(s.policies, name, func(cp *compiledPolicy, n string) int { return strings.Compare(cp.policy.Name, n) })
+	if !ok {
+		return nil
+	}
+	return s.policies[i]
+}
+
+// compilePolicy compiles p, reusing prev's prepared query when only the match, action or parameters changed.
+func (e *Engine) compilePolicy(ctx context.Context, p Policy, prev *compiledPolicy) *compiledPolicy {
+	p.Parameters = maps.Clone(p.Parameters)
+	cp := &compiledPolicy{policy: p}
+	reuse := prev != nil && prev.query != nil && prev.policy.Generation == p.Generation && prev.policy.Rego == p.Rego
+	if reuse {
+		// Only the cheap parts need redoing; the Rego compile and query preparation are kept.
+		c, errs := compileSpec(p)
+		if err := errors.Join(errs...); err != nil {
+			cp.err = fmt.Errorf("policy %s: %w", p.Name, err)
+			cp.compiled = matchOnly(c)
+			return cp
+		}
+		c.compiler, c.query = prev.compiled.compiler, prev.compiled.query
+		cp.compiled, cp.query = c, prev.query
+		e.log.V(2).Info("policy unchanged, keeping prepared query", "policy", p.Name, "generation", p.Generation)
+		return cp
+	}
+	c, err := compile(p, e.caps)
+	if err != nil {
+		cp.err = err
+		// Keep the match if it was readable, so the broken policy reports errors where it would have applied.
+		cp.compiled = matchOnly(c)
+		e.log.Error(err, "policy failed to compile", "policy", p.Name, "generation", p.Generation)
+		return cp
+	}
+	pq, err := rego.New(
+		rego.Compiler(c.compiler),
+		rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(c.query)))),
+		rego.Store(e.store),
+		rego.StrictBuiltinErrors(true),
+		rego.Capabilities(e.caps),
+	).PrepareForEval(ctx)
+	if err != nil {
+		cp.err = fmt.Errorf("policy %s: prepare query %s: %w", p.Name, c.query, err)
+		cp.compiled = matchOnly(c)
+		e.log.Error(err, "policy query failed to prepare", "policy", p.Name, "generation", p.Generation)
+		return cp
+	}
+	cp.compiled, cp.query = c, &pq
+	e.log.V(1).Info("policy compiled", "policy", p.Name, "generation", p.Generation)
+	return cp
+}
+
+// matchOnly keeps the matching part of c, or nil if the match itself was invalid.
+func matchOnly(c *compiled) *compiled {
+	if c == nil || c.matchErr != nil {
+		return nil
+	}
+	return &compiled{kinds: c.kinds, ops: c.ops, selector: c.selector}
+}
+
+// matches reports whether cp applies to r.
+func (cp *compiledPolicy) matches(r *Review) bool {
+	c := cp.compiled
+	if c == nil {
+		// The match itself was invalid: report the broken policy for every review so it is noticed.
+		return true
+	}
+	if c.ops&opBit(r.Operation) == 0 {
+		return false
+	}
+	if c.kinds != nil {
+		if _, ok := c.kinds[r.Kind.Kind]; !ok {
+			return false
+		}
+	}
+	if c.selector != nil && r.Kind.Kind == KindPod && !c.selector.Matches(labels.Set(r.NamespaceLabels)) {
+		return false
+	}
+	return true
+}
+
+// Evaluate runs every policy that matches the review and returns their violations, ordered by policy name
+// and then by violation. A policy that cannot be evaluated (compile failure, deadline, builtin error,
+// malformed violation, panic) yields one Violation with Err set and never affects the other policies.
+// The returned error is reserved for problems with the review itself (unsupported operation, missing kind,
+// an object that is not JSON) and for a context that is already done.
+func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("evaluate %s %q: %w", r.Kind.Kind, r.Name, err)
+	}
+	set := e.set.Load()
+	var matched []*compiledPolicy
+	for _, cp := range set.policies {
+		if cp.matches(&r) {
+			matched = append(matched, cp)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, nil
+	}
+	review, err := reviewTerm(&r)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+
+	ctx, cancelCtx := context.WithTimeout(ctx, e.evalTimeout)
+	defer cancelCtx()
+	// One cancel flag for all queries of this review, raised when the deadline passes; this saves the
+	// goroutine OPA would otherwise start per query to watch the context.
+	cancel := topdown.NewCancel()
+	stop := context.AfterFunc(ctx, cancel.Cancel)
+	defer stop()
+	// One read transaction gives all policies the same inventory snapshot.
+	txn, err := e.store.NewTransaction(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: open inventory transaction: %w", err)
+	}
+	defer e.store.Abort(ctx, txn)
+
+	results := make([][]Violation, len(matched))
+	run := func(i int) {
+		results[i] = e.evalPolicy(ctx, matched[i], review, txn, cancel)
+	}
+	if workers := min(e.parallelism, len(matched)); workers <= 1 {
+		for i := range matched {
+			run(i)
+		}
+	} else {
+		// Workers take the next unevaluated policy until none is left; the caller is one of them.
+		var next atomic.Int64
+		work := func() {
+			for i := int(next.Add(1) - 1); i < len(matched); i = int(next.Add(1) - 1) {
+				run(i)
+			}
+		}
+		var wg sync.WaitGroup
+		for range workers - 1 {
+			wg.Go(work)
+		}
+		work()
+		wg.Wait()
+	}
+	n := 0
+	for _, rs := range results {
+		n += len(rs)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]Violation, 0, n)
+	for _, rs := range results {
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+// identityJSON keeps results as AST terms; evalPolicy converts only what it needs.
+func identityJSON(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }
+
+// evalPolicy evaluates one policy and never panics.
+func (e *Engine) evalPolicy(ctx context.Context, cp *compiledPolicy, review *ast.Term, txn storage.Transaction, cancel topdown.Cancel) (out []Violation) {
+	p := &cp.policy
+	fail := func(err error) []Violation {
+		e.log.Error(err, "policy evaluation failed", "policy", p.Name)
+		return []Violation{{Policy: p.Name, Action: p.Action(), Message: "policy evaluation failed: " + err.Error(), Err: err}}
+	}
+	if cp.err != nil {
+		return fail(cp.err)
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			out = fail(fmt.Errorf("policy %s panicked: %v", p.Name, rec))
+		}
+	}()
+	rs, err := cp.query.Eval(ctx,
+		rego.EvalParsedInput(inputValue(review, cp.compiled.params)),
+		rego.EvalTransaction(txn),
+		rego.EvalExternalCancel(cancel),
+		rego.EvalMetrics(e.noMetrics),
+		rego.EvalGenerateJSON(identityJSON),
+	)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && topdown.IsCancel(err) {
+			if errors.Is(ctxErr, context.DeadlineExceeded) {
+				return fail(fmt.Errorf("policy %s did not finish within %s: %w", p.Name, e.evalTimeout, ctxErr))
+			}
+			return fail(fmt.Errorf("policy %s: evaluation cancelled: %w", p.Name, ctxErr))
+		}
+		return fail(fmt.Errorf("policy %s: %w", p.Name, err))
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil // violation undefined: no violations
+	}
+	term, ok := rs[0].Expressions[0].Value.(*ast.Term)
+	if !ok {
+		return fail(fmt.Errorf("policy %s: unexpected result type %T", p.Name, rs[0].Expressions[0].Value))
+	}
+	vs, err := violationsFrom(p, term)
+	if err != nil {
+		return fail(err)
+	}
+	return vs
+}
+
+// violationsFrom converts the value of the violation rule: a set of {"msg", "field"?, "details"?} objects.
+func violationsFrom(p *Policy, term *ast.Term) ([]Violation, error) {
+	set, ok := term.Value.(ast.Set)
+	if !ok {
+		return nil, fmt.Errorf("policy %s: violation must be a set, got %s", p.Name, ast.ValueName(term.Value))
+	}
+	if set.Len() == 0 {
+		return nil, nil
+	}
+	out := make([]Violation, 0, set.Len())
+	var err error
+	set.Foreach(func(el *ast.Term) {
+		if err != nil {
+			return
+		}
+		var v Violation
+		v, err = violationFrom(p, el)
+		out = append(out, v)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+var (
+	keyMsg     = ast.StringTerm("msg")
+	keyField   = ast.StringTerm("field")
+	keyDetails = ast.StringTerm("details")
+)
+
+func violationFrom(p *Policy, el *ast.Term) (Violation, error) {
+	obj, ok := el.Value.(ast.Object)
+	if !ok {
+		return Violation{}, fmt.Errorf("policy %s: violation element %s is not an object; use {\"msg\": msg, \"field\": path, \"details\": {...}}", p.Name, el)
+	}
+	v := Violation{Policy: p.Name, Action: p.Action()}
+	msg, ok := stringAt(obj, keyMsg)
+	if !ok {
+		return Violation{}, fmt.Errorf("policy %s: violation %s has no string \"msg\"", p.Name, el)
+	}
+	v.Message = msg
+	if f := obj.Get(keyField); f != nil {
+		s, ok := f.Value.(ast.String)
+		if !ok {
+			return Violation{}, fmt.Errorf("policy %s: violation field must be a string path such as spec.limits.cpu, got %s", p.Name, f)
+		}
+		v.Field = string(s)
+	}
+	if d := obj.Get(keyDetails); d != nil {
+		details, err := ast.JSON(d.Value)
+		if err != nil {
+			return Violation{}, fmt.Errorf("policy %s: violation details: %w", p.Name, err)
+		}
+		m, ok := details.(map[string]any)
+		if !ok {
+			return Violation{}, fmt.Errorf("policy %s: violation details must be an object, got %s", p.Name, d)
+		}
+		v.Details = m
+	}
+	return v, nil
+}
+
+func stringAt(obj ast.Object, key *ast.Term) (string, bool) {
+	t := obj.Get(key)
+	if t == nil {
+		return "", false
+	}
+	s, ok := t.Value.(ast.String)
+	return string(s), ok
+}

@@ -1,0 +1,402 @@
+// Package offline is the front end of the policy engine for files on disk: it loads ProvisioningPolicy
+// manifests and Kubernetes objects from YAML or JSON, checks the objects against the policies (the
+// `joiner policy check` command) and runs the policies' Rego unit tests (`joiner policy test`).
+// It only reads files and formats reports; every verdict comes from package policy, so a check here gives
+// the same result as the admission webhook and the audit controller.
+package offline
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/joiner-dev/joiner/policy"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// ProvisioningPolicy's API group/version and kind, as written in manifests.
+const (
+	PolicyAPIVersion = "joiner.dev/v1alpha1"
+	PolicyKind       = "ProvisioningPolicy"
+)
+
+// Object is one Kubernetes object read from a file.
+type Object struct {
+	// Source locates the object: "path#N" for the N-th document of a file (1-based), with " items[i]"
+	// appended for an element of a List, or "-#N" for standard input.
+	Source string
+	// Content is the object in its unstructured JSON form.
+	Content map[string]any
+}
+
+// document is one YAML or JSON document of a file.
+type document struct {
+	source string // path#N
+	line   int    // 1-based line of the file where the document starts
+	text   []byte // YAML text (or JSON, which is YAML)
+}
+
+// docSeparator matches a YAML document separator line.
+var docSeparator = regexp.MustCompile(`^---\s*(#.*)?$`)
+
+// splitDocuments splits a YAML stream on "---" lines, remembering where each document starts.
+func splitDocuments(name string, data []byte) ([]document, error) {
+	var docs []document
+	var cur bytes.Buffer
+	start, lineNo := 1, 0
+	flush := func() {
+		if !blankDocument(cur.Bytes()) {
+			docs = append(docs, document{line: start, text: bytes.Clone(cur.Bytes())})
+		}
+		cur.Reset()
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
+	for sc.Scan() {
+		lineNo++
+		line := sc.Text()
+		if docSeparator.MatchString(line) {
+			flush()
+			start = lineNo + 1
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	flush()
+	for i := range docs {
+		docs[i].source = fmt.Sprintf("%s#%d", name, i+1)
+	}
+	return docs, nil
+}
+
+// blankDocument reports whether a document holds only whitespace and comments. Such documents are
+// dropped, so document numbers count only documents with content.
+func blankDocument(text []byte) bool {
+	for line := range bytes.Lines(text) {
+		t := bytes.TrimSpace(line)
+		if len(t) > 0 && t[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeDocument converts a YAML or JSON document to JSON values, keeping numbers exact (json.Number).
+// Documents holding only comments decode to nil.
+func decodeDocument(d document) (any, error) {
+	js, err := yaml.YAMLToJSONStrict(d.text)
+	if err != nil {
+		return nil, fmt.Errorf("%s (line %d): not valid YAML or JSON: %w", d.source, d.line, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s (line %d): %w", d.source, d.line, err)
+	}
+	return v, nil
+}
+
+// readDocuments reads every document of a file, or of stdin when path is "-".
+func readDocuments(path string, stdin io.Reader) ([]document, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		if stdin == nil {
+			return nil, errors.New("read -: no standard input available")
+		}
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+		return splitJSON(path, trimmed)
+	}
+	return splitDocuments(path, data)
+}
+
+// splitJSON splits a stream of JSON values (one object, an array of objects, or concatenated objects).
+func splitJSON(name string, data []byte) ([]document, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var docs []document
+	for {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: not valid JSON: %w", name, err)
+		}
+		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
+			var items []json.RawMessage
+			if err := json.Unmarshal(t, &items); err != nil {
+				return nil, fmt.Errorf("%s: not valid JSON: %w", name, err)
+			}
+			for _, it := range items {
+				docs = append(docs, document{line: 1, text: it})
+			}
+			continue
+		}
+		docs = append(docs, document{line: 1, text: raw})
+	}
+	for i := range docs {
+		docs[i].source = fmt.Sprintf("%s#%d", name, i+1)
+	}
+	return docs, nil
+}
+
+// manifestFiles lists the YAML and JSON files under path (a file is returned as is), sorted.
+func manifestFiles(path string, exts ...string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != path && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		for _, ext := range exts {
+			if strings.HasSuffix(d.Name(), ext) {
+				files = append(files, p)
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("walk %s: %w", path, err)
+	}
+	return files, nil
+}
+
+// LoadObjects reads Kubernetes objects from files, directories (recursively: *.yaml, *.yml, *.json) and "-"
+// (stdin). Files may hold several YAML documents or JSON values; List kinds (kubectl's List and typed lists
+// such as NodePoolList) are flattened into their items. Empty documents are skipped.
+func LoadObjects(paths []string, stdin io.Reader) ([]Object, error) {
+	var out []Object
+	for _, path := range paths {
+		files := []string{path}
+		if path != "-" {
+			var err error
+			if files, err = manifestFiles(path, ".yaml", ".yml", ".json"); err != nil {
+				return nil, fmt.Errorf("load objects: %w", err)
+			}
+		}
+		for _, f := range files {
+			docs, err := readDocuments(f, stdin)
+			if err != nil {
+				return nil, fmt.Errorf("load objects: %w", err)
+			}
+			for _, d := range docs {
+				v, err := decodeDocument(d)
+				if err != nil {
+					return nil, fmt.Errorf("load objects: %w", err)
+				}
+				objs, err := flatten(d.source, v)
+				if err != nil {
+					return nil, fmt.Errorf("load objects: %w", err)
+				}
+				out = append(out, objs...)
+			}
+		}
+	}
+	return out, nil
+}
+
+// flatten turns a decoded document into objects, expanding List kinds.
+func flatten(source string, v any) ([]Object, error) {
+	if v == nil {
+		return nil, nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: a document must be a Kubernetes object (a mapping with apiVersion and kind)", source)
+	}
+	kind, _ := obj["kind"].(string)
+	items, isList := obj["items"].([]any)
+	if !isList || !strings.HasSuffix(kind, "List") {
+		return []Object{{Source: source, Content: obj}}, nil
+	}
+	out := make([]Object, 0, len(items))
+	for i, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s: items[%d] of %s is not an object", source, i, kind)
+		}
+		out = append(out, Object{Source: fmt.Sprintf("%s items[%d]", source, i), Content: m})
+	}
+	return out, nil
+}
+
+// policyManifest is the part of a ProvisioningPolicy manifest the CLI reads.
+type policyManifest struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       policySpec        `json:"spec"`
+	Status     json.RawMessage   `json:"status,omitempty"`
+}
+
+// policySpec mirrors ProvisioningPolicy spec; unknown fields are rejected so typos surface.
+type policySpec struct {
+	Rego              string         `json:"rego"`
+	EnforcementAction string         `json:"enforcementAction,omitempty"`
+	Match             policyMatch    `json:"match,omitempty"`
+	Parameters        map[string]any `json:"parameters,omitempty"`
+}
+
+type policyMatch struct {
+	Kinds             []string              `json:"kinds,omitempty"`
+	Operations        []string              `json:"operations,omitempty"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
+
+// LoadedPolicy is a policy read from a manifest, with where it came from.
+type LoadedPolicy struct {
+	Policy policy.Policy
+	// Source is "path#N", the N-th document of the file.
+	Source string
+	// RegoLine is the line of the file where spec.rego's first line is, or 0 if unknown.
+	RegoLine int
+}
+
+// regoBlock finds a `rego: |` (or `>`) block scalar header.
+var regoBlock = regexp.MustCompile(`^\s*rego:\s*[|>][-+0-9]*\s*(#.*)?$`)
+
+// LoadPolicies reads every ProvisioningPolicy in path (a file, or a directory walked recursively for *.yaml
+// and *.yml). Documents of other kinds are skipped. Each policy is validated exactly as the admission
+// webhook validates it; errors name the file, the document and the field. It fails when no policy is found.
+func LoadPolicies(path string) ([]LoadedPolicy, error) {
+	files, err := manifestFiles(path, ".yaml", ".yml")
+	if err != nil {
+		return nil, fmt.Errorf("load policies: %w", err)
+	}
+	var out []LoadedPolicy
+	var errs []error
+	seen := map[string]string{}
+	for _, f := range files {
+		docs, err := readDocuments(f, nil)
+		if err != nil {
+			return nil, fmt.Errorf("load policies: %w", err)
+		}
+		for _, d := range docs {
+			lp, ok, err := decodePolicy(d)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			if prev, dup := seen[lp.Policy.Name]; dup {
+				errs = append(errs, fmt.Errorf("%s: policy %s is also defined in %s; policy names must be unique", lp.Source, lp.Policy.Name, prev))
+				continue
+			}
+			seen[lp.Policy.Name] = lp.Source
+			if err := policy.Validate(lp.Policy); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w%s", lp.Source, err, regoLineHint(lp.RegoLine)))
+				continue
+			}
+			out = append(out, lp)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("load policies: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("load policies: no %s found in %s; expected YAML manifests with apiVersion: %s and kind: %s", PolicyKind, path, PolicyAPIVersion, PolicyKind)
+	}
+	return out, nil
+}
+
+func regoLineHint(line int) string {
+	if line == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n(line 1 of spec.rego is line %d of the file)", line)
+}
+
+// decodePolicy decodes one document; ok is false for documents that are not ProvisioningPolicies.
+func decodePolicy(d document) (LoadedPolicy, bool, error) {
+	v, err := decodeDocument(d)
+	if err != nil {
+		return LoadedPolicy{}, false, err
+	}
+	obj, isObj := v.(map[string]any)
+	if !isObj || obj["kind"] != PolicyKind {
+		return LoadedPolicy{}, false, nil
+	}
+	if obj["apiVersion"] != PolicyAPIVersion {
+		return LoadedPolicy{}, false, fmt.Errorf("%s: apiVersion %v is not supported for %s; use %s", d.source, obj["apiVersion"], PolicyKind, PolicyAPIVersion)
+	}
+	js, err := json.Marshal(obj)
+	if err != nil {
+		return LoadedPolicy{}, false, fmt.Errorf("%s: %w", d.source, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	var m policyManifest
+	if err := dec.Decode(&m); err != nil {
+		return LoadedPolicy{}, false, fmt.Errorf("%s: %w; spec fields are rego, enforcementAction, match{kinds, operations, namespaceSelector} and parameters", d.source, err)
+	}
+	lp := LoadedPolicy{
+		Source: d.source,
+		Policy: policy.Policy{
+			Name:              m.Metadata.Name,
+			Generation:        m.Metadata.Generation,
+			Rego:              m.Spec.Rego,
+			EnforcementAction: policy.Action(m.Spec.EnforcementAction),
+			Match: policy.Match{
+				Kinds:             m.Spec.Match.Kinds,
+				Operations:        m.Spec.Match.Operations,
+				NamespaceSelector: m.Spec.Match.NamespaceSelector,
+			},
+			Parameters: m.Spec.Parameters,
+		},
+	}
+	lines := strings.Split(string(d.text), "\n")
+	for i, l := range lines {
+		if regoBlock.MatchString(l) {
+			lp.RegoLine = d.line + i + 1
+			break
+		}
+	}
+	return lp, true, nil
+}
+
+// Policies returns the policies of loaded, in order.
+func Policies(loaded []LoadedPolicy) []policy.Policy {
+	out := make([]policy.Policy, len(loaded))
+	for i, lp := range loaded {
+		out[i] = lp.Policy
+	}
+	return out
+}

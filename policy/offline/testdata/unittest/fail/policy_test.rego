@@ -1,0 +1,17 @@
+package unittest.weight_cap_test
+
+import data.unittest.weight_cap
+
+test_light_allowed if {
+	count(weight_cap.violation) == 0 with input as {"review": {"object": {"spec": {"weight": 10}}}, "parameters": {"maxWeight": 50}}
+}
+
+# Wrong on purpose: a weight of 40 is allowed, so this test fails.
+test_expects_denial_wrongly if {
+	count(weight_cap.violation) == 1 with input as {"review": {"object": {"spec": {"weight": 40}}}, "parameters": {"maxWeight": 50}}
+}
+
+# Errors on purpose: to_number fails on a non-numeric string and builtin errors are raised.
+test_builtin_error if {
+	to_number(input.review.object.metadata.name) > 0 with input as {"review": {"object": {"metadata": {"name": "abc"}}}}
+}

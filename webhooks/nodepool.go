@@ -1,0 +1,263 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
+	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// templateChecks are the semantic checks of NodePools and NodeClaims: the parts of their validation that
+// CRD CEL cannot express because they need a cron parser, set reasoning over requirements, the instance
+// type catalog or other objects.
+type templateChecks struct {
+	reader        client.Reader
+	instanceTypes InstanceTypeLister
+}
+
+// nodePool checks a NodePool:
+//   - every budget schedule is a cron expression (denial);
+//   - labels and requirements do not contradict each other, and some instance type satisfies them
+//     (denial);
+//   - no two taints, across taints and startupTaints, share key and effect (denial);
+//   - the node class of nodeClassRef exists (warning);
+//   - no limit is below the NodePool's current usage (warning).
+func (t *templateChecks) nodePool(ctx context.Context, req *admission.Request, raw []byte) (findings, error) {
+	var f findings
+	var np karpv1.NodePool
+	if err := json.Unmarshal(raw, &np); err != nil {
+		return f, fmt.Errorf("decode NodePool %q: %w", req.Name, err)
+	}
+	for _, msg := range budgetFindings(np.Spec.Disruption.Budgets) {
+		f.deny(msg)
+	}
+	tpl := &np.Spec.Template
+	cs := constraintsOf("spec.template.metadata.labels", tpl.Labels, "spec.template.spec.requirements", tpl.Spec.Requirements)
+	f.add(t.requirementFindings(ctx, &np, cs, "spec.template.spec.requirements"))
+	for _, msg := range duplicateTaints("spec.template.spec", tpl.Spec.Taints, tpl.Spec.StartupTaints) {
+		f.deny(msg)
+	}
+	f.add(t.nodeClassFindings(ctx, "spec.template.spec.nodeClassRef", tpl.Spec.NodeClassRef, "the NodePool stays NotReady"))
+	usageRaw := raw
+	if len(np.Status.Resources) == 0 && len(req.OldObject.Raw) > 0 {
+		// The new object of an update may come without status; the usage is the old one's.
+		usageRaw = req.OldObject.Raw
+	}
+	for _, msg := range limitFindings(raw, usageRaw) {
+		f.warn(msg)
+	}
+	return f, nil
+}
+
+// nodeClaim checks a NodeClaim created by hand (Joiner's own NodeClaims are exempt): contradicting or
+// unsatisfiable requirements and labels, duplicate taints (denials) and a missing node class (warning).
+func (t *templateChecks) nodeClaim(ctx context.Context, req *admission.Request, raw []byte) (findings, error) {
+	var f findings
+	var nc karpv1.NodeClaim
+	if err := json.Unmarshal(raw, &nc); err != nil {
+		return f, fmt.Errorf("decode NodeClaim %q: %w", req.Name, err)
+	}
+	cs := constraintsOf("metadata.labels", nc.Labels, "spec.requirements", nc.Spec.Requirements)
+	// The lister works on NodePools: describe the NodeClaim as the NodePool it would belong to.
+	np := &karpv1.NodePool{}
+	np.Name = nc.Labels[karpv1.NodePoolLabelKey]
+	np.Spec.Template.Labels = nc.Labels
+	np.Spec.Template.Spec = karpv1.NodeClaimTemplateSpec{
+		Taints:                 nc.Spec.Taints,
+		StartupTaints:          nc.Spec.StartupTaints,
+		Requirements:           nc.Spec.Requirements,
+		NodeClassRef:           nc.Spec.NodeClassRef,
+		TerminationGracePeriod: nc.Spec.TerminationGracePeriod,
+		ExpireAfter:            nc.Spec.ExpireAfter,
+	}
+	f.add(t.requirementFindings(ctx, np, cs, "spec.requirements"))
+	for _, msg := range duplicateTaints("spec", nc.Spec.Taints, nc.Spec.StartupTaints) {
+		f.deny(msg)
+	}
+	f.add(t.nodeClassFindings(ctx, "spec.nodeClassRef", nc.Spec.NodeClassRef, "the NodeClaim cannot launch"))
+	return f, nil
+}
+
+// requirementFindings denies contradicting constraints and, when they are consistent, constraints no
+// instance type of the catalog satisfies.
+func (t *templateChecks) requirementFindings(ctx context.Context, np *karpv1.NodePool, cs []constraint, requirementsField string) findings {
+	var f findings
+	if msgs := contradictions(cs); len(msgs) > 0 {
+		f.denials = msgs
+		return f
+	}
+	if t.instanceTypes == nil || len(cs) == 0 {
+		return f
+	}
+	types, err := t.instanceTypes.InstanceTypes(ctx, np)
+	if err != nil {
+		f.warn(fmt.Sprintf("%s: not checked against the instance-type catalog: %v", requirementsField, err))
+		return f
+	}
+	f.denials = catalogFindings(cs, types)
+	return f
+}
+
+// budgetFindings reports budget schedules that are not cron expressions. Schedules are evaluated in UTC
+// with the standard 5-field syntax or a descriptor (@yearly, @annually, @monthly, @weekly, @daily,
+// @midnight, @hourly), like Karpenter's.
+func budgetFindings(budgets []karpv1.Budget) []string {
+	var out []string
+	for i, b := range budgets {
+		if b.Schedule == nil {
+			continue
+		}
+		if reason := scheduleError(*b.Schedule); reason != "" {
+			out = append(out, fmt.Sprintf("spec.disruption.budgets[%d].schedule: %q is not a valid cron expression (%s); use 5 fields: minute hour day-of-month month day-of-week",
+				i, *b.Schedule, reason))
+		}
+	}
+	return out
+}
+
+// scheduleError returns why s is not an accepted schedule, or "" when it is.
+func scheduleError(s string) string {
+	trimmed := strings.TrimSpace(s)
+	switch {
+	case strings.HasPrefix(trimmed, "@every"):
+		return "@every intervals are not supported; use a descriptor such as @daily"
+	case strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ="):
+		return "time zones are not supported: schedules are evaluated in UTC"
+	}
+	parser := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	if _, err := parser.Parse(s); err != nil {
+		// robfig/cron appends the offending token or the inner parse error after ": "; the message
+		// already quotes the whole expression.
+		reason, _, _ := strings.Cut(err.Error(), ": ")
+		return reason
+	}
+	return ""
+}
+
+// duplicateTaints reports taints that repeat the key and effect of an earlier taint, across taints and
+// startupTaints: the node would carry one of them only.
+func duplicateTaints(specField string, taints, startupTaints []karpv1.Taint) []string {
+	type identity struct {
+		key    string
+		effect corev1.TaintEffect
+	}
+	var out []string
+	seen := map[identity]string{}
+	check := func(list string, ts []karpv1.Taint) {
+		for i, t := range ts {
+			field := fmt.Sprintf("%s.%s[%d]", specField, list, i)
+			id := identity{t.Key, t.Effect}
+			if first, dup := seen[id]; dup {
+				out = append(out, fmt.Sprintf("%s: taint %s duplicates %s (same key and effect); remove one of them", field, t, first))
+				continue
+			}
+			seen[id] = field
+		}
+	}
+	check("taints", taints)
+	check("startupTaints", startupTaints)
+	return out
+}
+
+// nodeClassFindings warns when the node class a nodeClassRef names cannot be found. It never denies: the
+// node class may be applied right after the NodePool (a GitOps sync applies both in any order).
+func (t *templateChecks) nodeClassFindings(ctx context.Context, field string, ref *karpv1.NodeClassReference, consequence string) findings {
+	var f findings
+	if ref == nil || ref.Name == "" || t.reader == nil {
+		return f
+	}
+	var obj client.Object
+	switch {
+	case ref.Group == awsv1.Group && ref.Kind == ec2NodeClassKind:
+		obj = &awsv1.EC2NodeClass{}
+	case ref.Group == localNodeClassGroup && ref.Kind == localNodeClassKind:
+		obj = &v1alpha1.LocalNodeClass{}
+	default:
+		f.warn(fmt.Sprintf("%s: %s in group %q is not a node class Joiner knows; use EC2NodeClass (%s) or LocalNodeClass (%s)",
+			field, ref.Kind, ref.Group, awsv1.Group, localNodeClassGroup))
+		return f
+	}
+	err := t.reader.Get(ctx, client.ObjectKey{Name: ref.Name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		f.warn(fmt.Sprintf("%s: %s %q does not exist; create it, or %s", field, ref.Kind, ref.Name, consequence))
+	case meta.IsNoMatchError(err):
+		f.warn(fmt.Sprintf("%s: the %s CRD is not installed; install it, or %s", field, ref.Kind, consequence))
+	case err != nil:
+		f.warn(fmt.Sprintf("%s: could not look up %s %q: %v", field, ref.Kind, ref.Name, err))
+	case obj.GetDeletionTimestamp() != nil:
+		f.warn(fmt.Sprintf("%s: %s %q is being deleted; point nodeClassRef at another node class", field, ref.Kind, ref.Name))
+	}
+	return f
+}
+
+// limitFindings warns about limits (spec.limits of raw) below the current usage (status.resources of
+// usageRaw): no node launches until usage falls below them, which is rarely what lowering a limit was
+// meant to do. Quantities are quoted as written, not in canonical form ("1000", not "1k").
+func limitFindings(raw, usageRaw []byte) []string {
+	var spec struct {
+		Spec struct {
+			Limits map[string]json.RawMessage `json:"limits"`
+		} `json:"spec"`
+	}
+	var status struct {
+		Status struct {
+			Resources map[string]json.RawMessage `json:"resources"`
+		} `json:"status"`
+	}
+	if json.Unmarshal(raw, &spec) != nil || json.Unmarshal(usageRaw, &status) != nil {
+		return nil
+	}
+	limits, usage := spec.Spec.Limits, status.Status.Resources
+	if len(limits) == 0 || len(usage) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(limits))
+	for name := range limits {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out []string
+	for _, name := range names {
+		limitText, limit, ok := quantityOf(limits[name])
+		if !ok {
+			continue
+		}
+		usedText, used, ok := quantityOf(usage[name])
+		if ok && used.Cmp(limit) > 0 {
+			out = append(out, fmt.Sprintf("spec.limits.%s: %s is below current usage %s; no new nodes launch until usage drops below it",
+				name, limitText, usedText))
+		}
+	}
+	return out
+}
+
+// quantityOf parses a JSON quantity, a string ("100Gi") or a number (1000), and returns it as written.
+func quantityOf(raw json.RawMessage) (string, resource.Quantity, bool) {
+	if len(raw) == 0 {
+		return "", resource.Quantity{}, false
+	}
+	text := string(raw)
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		text = s
+	}
+	q, err := resource.ParseQuantity(text)
+	if err != nil {
+		return "", resource.Quantity{}, false
+	}
+	return text, q, true
+}

@@ -1,0 +1,105 @@
+package webhooks
+
+import (
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/joiner-dev/joiner/policy"
+)
+
+// requestObjects are the decoded new and old objects of a request. Object is nil for DELETE (and for
+// CONNECT); Old is nil for CREATE.
+type requestObjects struct {
+	Object map[string]any
+	Old    map[string]any
+}
+
+// decodeRequest checks that req is about wantKind and decodes its objects. The error names what is wrong
+// with the request.
+func decodeRequest(req *admission.Request, wantKind string) (requestObjects, error) {
+	var objs requestObjects
+	if req.Kind.Kind != wantKind {
+		return objs, fmt.Errorf("this webhook handles %s objects but the request is for kind %q; check the webhook configuration's rules", wantKind, req.Kind.Kind)
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect:
+	default:
+		return objs, fmt.Errorf("unsupported admission operation %q; expected CREATE, UPDATE, DELETE or CONNECT", req.Operation)
+	}
+	var err error
+	if req.Operation == admissionv1.Create || req.Operation == admissionv1.Update {
+		if objs.Object, err = decodeJSONObject(req.Object.Raw); err != nil {
+			return objs, fmt.Errorf("request object of %s %q: %w", wantKind, req.Name, err)
+		}
+	}
+	if (req.Operation == admissionv1.Update || req.Operation == admissionv1.Delete) && len(req.OldObject.Raw) > 0 {
+		if objs.Old, err = decodeJSONObject(req.OldObject.Raw); err != nil {
+			return objs, fmt.Errorf("request old object of %s %q: %w", wantKind, req.Name, err)
+		}
+	}
+	if req.Operation == admissionv1.Update && objs.Old == nil {
+		return objs, fmt.Errorf("UPDATE request for %s %q has no old object", wantKind, req.Name)
+	}
+	return objs, nil
+}
+
+// reviewOf turns an admission request into a policy review. It returns false for operations policies
+// cannot match (CONNECT).
+func reviewOf(req *admission.Request, objs requestObjects, namespaceLabels map[string]string) (policy.Review, bool) {
+	var op policy.Operation
+	switch req.Operation {
+	case admissionv1.Create:
+		op = policy.OperationCreate
+	case admissionv1.Update:
+		op = policy.OperationUpdate
+	case admissionv1.Delete:
+		op = policy.OperationDelete
+	default:
+		return policy.Review{}, false
+	}
+	name := req.Name
+	if name == "" {
+		// On CREATE with generateName the request has no name yet.
+		src := objs.Object
+		if src == nil {
+			src = objs.Old
+		}
+		if meta, ok := childObject(src, "metadata"); ok {
+			name = stringAt(meta, "name")
+			if name == "" {
+				name = stringAt(meta, "generateName")
+			}
+		}
+	}
+	var extra map[string][]string
+	if len(req.UserInfo.Extra) > 0 {
+		extra = make(map[string][]string, len(req.UserInfo.Extra))
+		for k, v := range req.UserInfo.Extra {
+			extra[k] = append([]string(nil), v...)
+		}
+	}
+	return policy.Review{
+		Kind:      policy.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind},
+		Operation: op,
+		Name:      name,
+		Namespace: req.Namespace,
+		Object:    objs.Object,
+		OldObject: objs.Old,
+		UserInfo: policy.UserInfo{
+			Username: req.UserInfo.Username,
+			UID:      req.UserInfo.UID,
+			Groups:   append([]string(nil), req.UserInfo.Groups...),
+			Extra:    extra,
+		},
+		NamespaceLabels: namespaceLabels,
+	}, true
+}
+
+// beingDeleted reports whether obj has a deletionTimestamp. Semantic checks are skipped for such objects
+// so nothing stands in the way of their finalizers being removed.
+func beingDeleted(obj map[string]any) bool {
+	meta, ok := childObject(obj, "metadata")
+	return ok && !absent(meta, "deletionTimestamp")
+}
