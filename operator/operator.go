@@ -30,8 +30,13 @@ import (
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/certs"
+	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/cloudprovider/local"
 	"github.com/joiner-dev/joiner/controllers/audit"
+	"github.com/joiner-dev/joiner/controllers/nodeclaim"
+	"github.com/joiner-dev/joiner/controllers/nodeclass"
 	"github.com/joiner-dev/joiner/controllers/policysync"
+	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/webhooks"
 )
@@ -41,6 +46,15 @@ const (
 	CertModeSelfManaged = "self-managed"
 	CertModeCertManager = "cert-manager"
 )
+
+// Client rate limits used when the rest.Config sets none.
+const (
+	DefaultQPS   = 200
+	DefaultBurst = 300
+)
+
+// CloudProviderLocal is the local provider, which simulates instances as kwok Nodes.
+const CloudProviderLocal = "local"
 
 // Names of Joiner's own objects, shared by the manifests in config/ and the chart.
 const (
@@ -84,6 +98,15 @@ type Options struct {
 	AuditInterval time.Duration
 	// GracefulShutdown bounds how long runnables get to stop (default 30s).
 	GracefulShutdown time.Duration
+	// CloudProvider names the provider: "local" (default) simulates instances as kwok Nodes.
+	CloudProvider string
+	// LocalFailures injects failures into the local provider (tests); nil injects none.
+	LocalFailures *local.Failures
+	// NodeClaims tunes the NodeClaim lifecycle, termination, garbage collection and NodePool
+	// status controllers.
+	NodeClaims nodeclaim.Dependencies
+	// Provisioning tunes the provisioner (batching, scheduling simulation).
+	Provisioning provisioning.Options
 	// Log is the root logger.
 	Log logr.Logger
 }
@@ -121,6 +144,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
+	if o.CloudProvider == "" {
+		o.CloudProvider = CloudProviderLocal
+	}
+	if o.CloudProvider != CloudProviderLocal {
+		return o, fmt.Errorf("--cloud-provider %q is not available in this build; use %s", o.CloudProvider, CloudProviderLocal)
+	}
 	return o, nil
 }
 
@@ -139,7 +168,11 @@ func Scheme() (*runtime.Scheme, error) {
 type Operator struct {
 	Manager manager.Manager
 	Engine  *policy.Engine
-	opts    Options
+	// CloudProvider launches the instances behind NodeClaims.
+	CloudProvider cloudprovider.CloudProvider
+	opts          Options
+	// stopProvider ends the provider's background work once the manager has stopped.
+	stopProvider context.CancelFunc
 }
 
 // New assembles the manager for cfg.
@@ -158,6 +191,11 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		}
 	}
 	serving := certs.NewServingCert()
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		// client-go's default of 5 requests per second serialises a scale-up of tens of nodes.
+		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Log,
@@ -181,7 +219,14 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 	if err := op.setupCerts(serving); err != nil {
 		return nil, err
 	}
+	if err := op.setupProvisioning(); err != nil {
+		if op.stopProvider != nil {
+			op.stopProvider()
+		}
+		return nil, err
+	}
 	if err := op.setupPolicy(); err != nil {
+		op.stopProvider()
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -277,14 +322,49 @@ func (op *Operator) setupPolicy() error {
 	}
 	return webhooks.Register(mgr.GetWebhookServer(), webhooks.Dependencies{
 		Engine: op.Engine, Reader: mgr.GetClient(), Registerer: metrics.Registry,
+		InstanceTypes:    instanceTypeLister(op.CloudProvider),
 		Logger:           op.opts.Log.WithName("webhooks"),
 		ExemptNamespaces: append(webhooks.DefaultExemptNamespaces(), op.opts.Namespace),
 		ExemptUsernames:  []string{"system:serviceaccount:" + op.opts.Namespace + ":joiner"},
 	})
 }
 
+// setupProvisioning wires the cloud provider and the controllers that provision and retire nodes.
+func (op *Operator) setupProvisioning() error {
+	mgr := op.Manager
+	ctx, cancel := context.WithCancel(context.Background())
+	op.stopProvider = cancel
+	provider, err := local.New(ctx, mgr.GetClient(), local.Options{Log: op.opts.Log.WithName("local-provider"), Failures: op.opts.LocalFailures})
+	if err != nil {
+		return fmt.Errorf("local provider: %w", err)
+	}
+	op.CloudProvider = provider
+	nc, err := nodeclass.New(mgr.GetClient(), nodeclass.Options{})
+	if err != nil {
+		return fmt.Errorf("node class controller: %w", err)
+	}
+	if err := nc.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("node class controller: %w", err)
+	}
+	deps := op.opts.NodeClaims
+	deps.CloudProvider = provider
+	if deps.Registerer == nil {
+		deps.Registerer = metrics.Registry
+	}
+	if err := nodeclaim.Register(mgr, deps); err != nil {
+		return err
+	}
+	p := provisioning.New(mgr.GetClient(), provider, mgr.GetEventRecorder("joiner-provisioner"), nil,
+		op.opts.Log.WithName("provisioner"), metrics.Registry, op.opts.Provisioning)
+	if err := p.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("provisioner: %w", err)
+	}
+	return nil
+}
+
 // Start runs the manager until ctx ends, then shuts down gracefully.
 func (op *Operator) Start(ctx context.Context) error {
+	defer op.stopProvider()
 	if err := op.Manager.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("run manager: %w", err)
 	}

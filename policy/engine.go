@@ -51,6 +51,7 @@ type Engine struct {
 	caps        *ast.Capabilities
 	store       storage.Store
 	noMetrics   metrics.Metrics
+	caches      virtualCachePool
 
 	set atomic.Pointer[policySet]
 	mu  sync.Mutex // serialises writers of set
@@ -358,8 +359,11 @@ func (e *Engine) evalPolicy(ctx context.Context, cp *compiledPolicy, review *ast
 			out = fail(fmt.Errorf("policy %s panicked: %v", p.Name, rec))
 		}
 	}()
+	cache := e.caches.acquire()
+	defer e.caches.release(cache)
 	rs, err := cp.query.Eval(ctx,
 		rego.EvalParsedInput(inputValue(review, cp.compiled.params)),
+		rego.EvalVirtualCache(cache),
 		rego.EvalTransaction(txn),
 		rego.EvalExternalCancel(cancel),
 		rego.EvalMetrics(e.noMetrics),

@@ -60,10 +60,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "joiner controller: --log-level %q: use debug, info or error\n", *logLevel)
 		return 2
 	}
-	if *cloudProvider != "local" {
-		fmt.Fprintf(stderr, "joiner controller: --cloud-provider %q is not available yet; use local\n", *cloudProvider)
-		return 2
-	}
+	o.CloudProvider = *cloudProvider
 	_ = clusterName
 	log := zap.New(zap.Level(level), zap.WriteTo(stderr))
 	ctrl.SetLogger(log)

@@ -3,6 +3,7 @@ package library_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
 	"strings"
 	"testing"
@@ -58,6 +59,60 @@ func TestLibraryManifests(t *testing.T) {
 			}
 			if err := policy.Validate(lp.Policy); err != nil {
 				t.Errorf("validate: %v", err)
+			}
+		})
+	}
+}
+
+// TestLibraryThroughEngine checks example NodePools with the library through the engine, the path the
+// webhook and the CLI take, so the Rego tests and the engine agree: the good NodePools pass, and each bad
+// NodePool breaks exactly the policy it was written for.
+func TestLibraryThroughEngine(t *testing.T) {
+	tests := []struct {
+		file     string
+		wantCode int
+		want     map[string]string // NodePool name -> the only policy it violates
+	}{
+		{"testdata/good.yaml", 0, map[string]string{}},
+		{"testdata/bad.yaml", 1, map[string]string{
+			"unknown-team":          "team-tenancy",
+			"staging-on-demand":     "spot-outside-production",
+			"any-instance":          "instance-allow-list",
+			"huge":                  "cpu-limit",
+			"immortal":              "expire-after",
+			"untainted-gpu":         "gpu-taint",
+			"production-no-budgets": "production-budgets",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			var out bytes.Buffer
+			code, err := offline.RunCheck(context.Background(), offline.CheckConfig{PolicyDir: ".", ObjectPaths: []string{tc.file}, Output: offline.OutputJSON}, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode {
+				t.Errorf("exit code %d, want %d", code, tc.wantCode)
+			}
+			var rep offline.Report
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range rep.Objects {
+				if len(o.Errors) > 0 {
+					t.Errorf("%s: errors %v", o.Name, o.Errors)
+				}
+				policies := map[string]bool{}
+				for _, v := range o.Violations {
+					policies[v.Policy] = true
+				}
+				want, bad := tc.want[o.Name]
+				switch {
+				case !bad && len(policies) > 0:
+					t.Errorf("%s: unexpected violations %+v", o.Name, o.Violations)
+				case bad && (len(policies) != 1 || !policies[want]):
+					t.Errorf("%s: violations %+v, want only %s", o.Name, o.Violations, want)
+				}
 			}
 		})
 	}

@@ -1,0 +1,78 @@
+// Package fieldindex defines the cache field indexes the NodeClaim lifecycle, garbage collection
+// and termination controllers share (Nodes and NodeClaims by provider ID), and the lookups that
+// use them. It only reads; it must not change objects or hold controller logic.
+package fieldindex
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// NodeProviderID is the field index of Nodes by spec.providerID.
+const NodeProviderID = "spec.providerID"
+
+// NodeClaimProviderID is the field index of NodeClaims by status.providerID.
+const NodeClaimProviderID = "status.providerID"
+
+// Register adds both indexes to indexer (a manager's GetFieldIndexer()). Registering an index
+// that another component already registered under the same name is not an error: the names
+// above mean the same field wherever they are used.
+func Register(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &corev1.Node{}, NodeProviderID, func(o client.Object) []string {
+		n, ok := o.(*corev1.Node)
+		if !ok || n.Spec.ProviderID == "" {
+			return nil
+		}
+		return []string{n.Spec.ProviderID}
+	}); err != nil && !isConflict(err) {
+		return fmt.Errorf("index nodes by %s: %w", NodeProviderID, err)
+	}
+	if err := indexer.IndexField(ctx, &karpv1.NodeClaim{}, NodeClaimProviderID, func(o client.Object) []string {
+		nc, ok := o.(*karpv1.NodeClaim)
+		if !ok || nc.Status.ProviderID == "" {
+			return nil
+		}
+		return []string{nc.Status.ProviderID}
+	}); err != nil && !isConflict(err) {
+		return fmt.Errorf("index nodeclaims by %s: %w", NodeClaimProviderID, err)
+	}
+	return nil
+}
+
+// isConflict reports client-go's "indexer conflict" error, returned when an index of the same
+// name is already registered on the informer.
+func isConflict(err error) bool {
+	return strings.Contains(err.Error(), "indexer conflict")
+}
+
+// NodesForProviderID returns the Nodes whose spec.providerID is providerID (normally zero or one).
+// An empty providerID matches nothing.
+func NodesForProviderID(ctx context.Context, r client.Reader, providerID string) ([]corev1.Node, error) {
+	if providerID == "" {
+		return nil, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes, client.MatchingFields{NodeProviderID: providerID}); err != nil {
+		return nil, fmt.Errorf("list nodes with provider id %s: %w", providerID, err)
+	}
+	return nodes.Items, nil
+}
+
+// NodeClaimsForProviderID returns the NodeClaims whose status.providerID is providerID (normally
+// zero or one). An empty providerID matches nothing.
+func NodeClaimsForProviderID(ctx context.Context, r client.Reader, providerID string) ([]karpv1.NodeClaim, error) {
+	if providerID == "" {
+		return nil, nil
+	}
+	var ncs karpv1.NodeClaimList
+	if err := r.List(ctx, &ncs, client.MatchingFields{NodeClaimProviderID: providerID}); err != nil {
+		return nil, fmt.Errorf("list nodeclaims with provider id %s: %w", providerID, err)
+	}
+	return ncs.Items, nil
+}

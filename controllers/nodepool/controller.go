@@ -1,0 +1,174 @@
+// Package nodepool keeps NodePool status current: status.resources and status.nodes add up the
+// NodeClaims labelled with the NodePool (counter.go), and the NodeClassReady, ValidationSucceeded
+// and root Ready conditions follow the referenced node class (readiness.go). It only writes
+// NodePool status; it never changes NodeClaims, Nodes or node classes.
+package nodepool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// ControllerName is the name of the NodePool status controller.
+const ControllerName = "nodepool.status"
+
+// DefaultResyncPeriod is how often every NodePool is recomputed even without a watched change
+// (node classes of kinds that are not watched still get picked up).
+const DefaultResyncPeriod = 5 * time.Minute
+
+// DefaultNodeClassKinds are the node class kinds watched by default: the local provider's
+// LocalNodeClass and the AWS provider's EC2NodeClass.
+func DefaultNodeClassKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{
+		{Group: "joiner.dev", Version: "v1alpha1", Kind: "LocalNodeClass"},
+		{Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClass"},
+	}
+}
+
+// Options tune the controller. The zero value means the defaults.
+type Options struct {
+	// NodeClassKinds are the node class kinds whose changes trigger the NodePools that reference
+	// them. Kinds the cluster does not serve are skipped at setup. Nil means
+	// DefaultNodeClassKinds(). Any kind can be referenced; unwatched ones are seen on resync.
+	NodeClassKinds []schema.GroupVersionKind
+	// ResyncPeriod is how often each NodePool is recomputed without a change. Zero means
+	// DefaultResyncPeriod.
+	ResyncPeriod time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.NodeClassKinds == nil {
+		o.NodeClassKinds = DefaultNodeClassKinds()
+	}
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	return o
+}
+
+// Controller reconciles NodePool status.
+type Controller struct {
+	kube   client.Client
+	mapper meta.RESTMapper
+	clock  clock.Clock
+	opts   Options
+}
+
+// NewController returns the NodePool status controller. kube reads NodePools and NodeClaims
+// (cached) and node classes (as unstructured objects, which a manager's client reads from the API
+// server); mapper resolves a nodeClassRef's group and kind (a manager's GetRESTMapper()). A nil
+// clock means the real clock.
+func NewController(kube client.Client, mapper meta.RESTMapper, clk clock.Clock, opts Options) *Controller {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Controller{kube: kube, mapper: mapper, clock: clk, opts: opts.withDefaults()}
+}
+
+// Reconcile recomputes one NodePool's status and writes it when it changed.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	np := &karpv1.NodePool{}
+	if err := c.kube.Get(ctx, req.NamespacedName, np); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	stored := np.DeepCopy()
+	if err := c.count(ctx, np); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := c.readiness(ctx, np); err != nil {
+		return reconcile.Result{}, err
+	}
+	if !equality.Semantic.DeepEqual(stored.Status, np.Status) {
+		if err := c.kube.Status().Patch(ctx, np, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+			}
+			return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("patch nodepool %s status: %w", np.Name, err))
+		}
+	}
+	return reconcile.Result{RequeueAfter: c.opts.ResyncPeriod}, nil
+}
+
+// SetupWithManager registers the controller: it watches NodePools, the NodeClaims labelled with
+// them, and the node class kinds of Options.NodeClassKinds that the cluster serves.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&karpv1.NodePool{}).
+		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(nodePoolOfNodeClaim))
+	logger := mgr.GetLogger().WithName(ControllerName)
+	for _, gvk := range c.opts.NodeClassKinds {
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				logger.Info("not watching node class kind the cluster does not serve", "kind", gvk.String())
+				continue
+			}
+			return fmt.Errorf("set up %s controller: resolve %s: %w", ControllerName, gvk, err)
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(c.nodePoolsOfNodeClass(gvk.GroupKind())))
+	}
+	if err := b.Complete(c); err != nil {
+		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
+	}
+	return nil
+}
+
+// nodePoolOfNodeClaim maps a NodeClaim to the NodePool named by its karpenter.sh/nodepool label.
+func nodePoolOfNodeClaim(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[karpv1.NodePoolLabelKey]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+}
+
+// nodePoolsOfNodeClass maps a node class of kind gk to the NodePools that reference it.
+func (c *Controller) nodePoolsOfNodeClass(gk schema.GroupKind) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var nps karpv1.NodePoolList
+		if err := c.kube.List(ctx, &nps); err != nil {
+			log.FromContext(ctx).Error(err, "map node class to nodepools", "kind", gk.String(), "name", o.GetName())
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range nps.Items {
+			ref := nps.Items[i].Spec.Template.Spec.NodeClassRef
+			if ref != nil && ref.GroupKind() == gk && ref.Name == o.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&nps.Items[i])})
+			}
+		}
+		return reqs
+	}
+}
+
+// setCondition sets a NodePool condition, stamping now as the transition time when its status
+// changes.
+func setCondition(np *karpv1.NodePool, now time.Time, conditionType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{
+		Type: conditionType, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: np.Generation, LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+// baseResources are always present in status.resources, zero when the NodePool has no nodes.
+var baseResources = []corev1.ResourceName{
+	corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage, ResourceNodes,
+}

@@ -1,0 +1,261 @@
+// Package provisioning turns pending pods into NodeClaims. It watches the pods kube-scheduler marks
+// Unschedulable, batches them, simulates scheduling against the existing nodes, the in-flight
+// NodeClaims and the NodePools (package scheduling), creates the NodeClaims the simulation plans,
+// and tells every pod it could not place why, with an Event. It launches nothing itself: the
+// NodeClaim lifecycle controller does.
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
+)
+
+// Defaults of Options.
+const (
+	DefaultBatchIdle        = time.Second
+	DefaultBatchMaxDuration = 10 * time.Second
+	DefaultNominationTTL    = 15 * time.Minute
+	// Event reasons on pods.
+	ReasonNominated          = "Nominated"
+	ReasonFailedProvisioning = "FailedProvisioning"
+	maxEventNote             = 1000
+)
+
+// Options tune the provisioner; zero values mean the defaults above.
+type Options struct {
+	// BatchIdle closes a batch once no new pending pod arrived for this long.
+	BatchIdle time.Duration
+	// BatchMaxDuration closes a batch this long after it opened, however busy.
+	BatchMaxDuration time.Duration
+	// NominationTTL is how long a pod stays counted on the NodeClaim planned for it before it is
+	// considered again (the NodeClaim's own liveness TTL normally ends this sooner).
+	NominationTTL time.Duration
+	// Scheduling tunes the simulation.
+	Scheduling scheduling.Options
+}
+
+// Provisioner is a leader-only manager Runnable that provisions in batches.
+type Provisioner struct {
+	Client        client.Client
+	CloudProvider cloudprovider.CloudProvider
+	Recorder      events.EventRecorder
+	Clock         clock.Clock
+	Log           logr.Logger
+	Options       scheduling.Options
+	Metrics       *Metrics
+
+	batcher       *Batcher
+	nominationTTL time.Duration
+	mu            sync.Mutex
+	nominated     map[types.UID]nomination
+}
+
+type nomination struct {
+	nodeClaim string
+	at        time.Time
+}
+
+// New returns a provisioner; register it with SetupWithManager.
+func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock, log logr.Logger, reg prometheus.Registerer, opts Options) *Provisioner {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if opts.BatchIdle == 0 {
+		opts.BatchIdle = DefaultBatchIdle
+	}
+	if opts.BatchMaxDuration == 0 {
+		opts.BatchMaxDuration = DefaultBatchMaxDuration
+	}
+	if opts.NominationTTL == 0 {
+		opts.NominationTTL = DefaultNominationTTL
+	}
+	return &Provisioner{
+		Client: c, CloudProvider: cp, Recorder: recorder, Clock: clk, Log: log, Options: opts.Scheduling,
+		Metrics:       NewMetrics(reg),
+		batcher:       &Batcher{Idle: opts.BatchIdle, MaxDuration: opts.BatchMaxDuration, Clock: clk},
+		nominationTTL: opts.NominationTTL,
+		nominated:     map[types.UID]nomination{},
+	}
+}
+
+// SetupWithManager adds the provisioner and a pod watch that triggers it.
+func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.Add(p); err != nil {
+		return fmt.Errorf("add provisioner: %w", err)
+	}
+	trigger := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueueAny) { p.maybeTrigger(e.Object) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueueAny) { p.maybeTrigger(e.ObjectNew) },
+	}
+	// NodeClaims that go away (a failed launch, liveness) free their nominated pods.
+	claimGone := handler.Funcs{DeleteFunc: func(context.Context, event.DeleteEvent, workqueueAny) { p.batcher.Trigger() }}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("provisioner-trigger").
+		WatchesRawSource(sourceFor(mgr, &corev1.Pod{}, trigger)).
+		Watches(&karpv1.NodeClaim{}, claimGone, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		Watches(&karpv1.NodePool{}, handler.Funcs{
+			CreateFunc: func(context.Context, event.CreateEvent, workqueueAny) { p.batcher.Trigger() },
+			UpdateFunc: func(context.Context, event.UpdateEvent, workqueueAny) { p.batcher.Trigger() },
+		}).
+		WithOptions(controller.Options{}).
+		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+}
+
+func (p *Provisioner) maybeTrigger(obj client.Object) {
+	if pod, ok := obj.(*corev1.Pod); ok && IsProvisionable(pod) {
+		p.batcher.Trigger()
+	}
+}
+
+// NeedLeaderElection makes provisioning run on the leader only.
+func (p *Provisioner) NeedLeaderElection() bool { return true }
+
+// Start provisions a batch at a time until ctx ends. A periodic trigger catches pods whose
+// nomination expired.
+func (p *Provisioner) Start(ctx context.Context) error {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.Clock.After(30 * time.Second):
+				p.batcher.Trigger()
+			}
+		}
+	}()
+	p.batcher.Trigger()
+	for p.batcher.Wait(ctx) {
+		if err := p.Provision(ctx); err != nil && ctx.Err() == nil {
+			p.Log.Error(err, "provisioning failed")
+		}
+	}
+	return nil
+}
+
+// Provision runs one round: read the cluster, simulate, create NodeClaims, report failures.
+func (p *Provisioner) Provision(ctx context.Context) error {
+	start := p.Clock.Now()
+	state, err := p.readState(ctx)
+	if err != nil {
+		return err
+	}
+	nominated := p.currentNominations(state)
+	in, err := p.input(ctx, state, nominated)
+	if err != nil {
+		return err
+	}
+	if len(in.Pods) == 0 {
+		return nil
+	}
+	results, err := scheduling.Solve(ctx, in)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("simulate scheduling: %w", err)
+	}
+	p.Metrics.SchedulingDuration.Observe(p.Clock.Since(start).Seconds())
+	created := 0
+	for _, plan := range results.NewNodeClaims {
+		nc := plan.NodeClaim()
+		if err := p.Client.Create(ctx, nc); err != nil {
+			p.Log.Error(err, "create NodeClaim", "nodepool", plan.NodePool.Name)
+			for _, pod := range plan.Pods {
+				p.event(pod, corev1.EventTypeWarning, ReasonFailedProvisioning, "could not create a NodeClaim from NodePool %q: %v", plan.NodePool.Name, err)
+			}
+			continue
+		}
+		created++
+		p.Metrics.NodeClaimsCreated.WithLabelValues(plan.NodePool.Name).Inc()
+		p.Log.Info("created NodeClaim", "nodeclaim", nc.Name, "nodepool", plan.NodePool.Name, "pods", len(plan.Pods),
+			"instanceTypes", summarize(plan.InstanceTypeNames(), 5), "price", plan.Price)
+		p.nominate(plan.Pods, nc.Name)
+		for _, pod := range plan.Pods {
+			p.event(pod, corev1.EventTypeNormal, ReasonNominated, "pod should schedule on NodeClaim %s (NodePool %s)", nc.Name, plan.NodePool.Name)
+		}
+	}
+	for _, pe := range results.PodErrors {
+		p.event(pe.Pod, corev1.EventTypeWarning, ReasonFailedProvisioning, "%v", pe.Err)
+	}
+	p.Metrics.PodsUnschedulable.Set(float64(len(results.PodErrors)))
+	p.Log.V(1).Info("provisioning round", "pending", len(in.Pods), "nodeClaims", created, "unschedulable", len(results.PodErrors),
+		"existingNodes", len(results.ExistingNodes), "duration", p.Clock.Since(start).String())
+	return nil
+}
+
+// currentNominations drops nominations whose pod is bound or gone, whose NodeClaim is gone, or
+// that expired, and returns the rest.
+func (p *Provisioner) currentNominations(s *clusterState) map[types.UID]string {
+	claims := map[string]bool{}
+	for i := range s.nodeClaims {
+		if s.nodeClaims[i].DeletionTimestamp == nil {
+			claims[s.nodeClaims[i].Name] = true
+		}
+	}
+	pending := map[types.UID]bool{}
+	for i := range s.pods {
+		if s.pods[i].Spec.NodeName == "" && !isTerminal(&s.pods[i]) {
+			pending[s.pods[i].UID] = true
+		}
+	}
+	now := p.Clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[types.UID]string{}
+	for uid, n := range p.nominated {
+		if !pending[uid] || !claims[n.nodeClaim] || now.Sub(n.at) > p.nominationTTL {
+			delete(p.nominated, uid)
+			continue
+		}
+		out[uid] = n.nodeClaim
+	}
+	return out
+}
+
+func (p *Provisioner) nominate(pods []*corev1.Pod, nodeClaim string) {
+	now := p.Clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pod := range pods {
+		p.nominated[pod.UID] = nomination{nodeClaim: nodeClaim, at: now}
+	}
+}
+
+func (p *Provisioner) event(pod *corev1.Pod, kind, reason, format string, args ...any) {
+	if p.Recorder == nil {
+		return
+	}
+	note := fmt.Sprintf(format, args...)
+	if len(note) > maxEventNote {
+		note = note[:maxEventNote-3] + "..."
+	}
+	p.Recorder.Eventf(pod, nil, kind, reason, "Provision", "%s", note)
+}
+
+func summarize(names []string, n int) string {
+	if len(names) <= n {
+		return fmt.Sprint(names)
+	}
+	return fmt.Sprintf("%v and %d more", names[:n], len(names)-n)
+}

@@ -1,0 +1,68 @@
+package scheduling
+
+import (
+	"fmt"
+	"slices"
+)
+
+// commit applies a placement.
+func (s *solver) commit(q *podInfo, p *plan) {
+	b := p.b
+	if b.id < 0 {
+		b = s.openClaim(b.tmpl)
+	}
+	if b.isNew() {
+		t := b.tmpl
+		if t.limits.any() {
+			var before vec
+			if len(b.placed) > 0 {
+				before = t.its[b.opts.its[b.first]].capacity
+			} else {
+				t.limits.claims++
+			}
+			t.limits.reserved = t.limits.reserved.minus(before).plus(t.its[p.opts.its[p.idx]].capacity)
+		}
+		if p.narrowed {
+			b.reqs, b.spec = p.reqs, p.spec
+			b.domains = slices.Clone(b.domains)
+			for _, pn := range p.pins {
+				b.domains[pn.key] = pn.domain
+			}
+			for k, d := range s.domainsOf(b.reqs) {
+				if b.domains[k] < 0 {
+					b.domains[k] = d
+				}
+			}
+		}
+		b.opts, b.first, b.price = p.opts, p.idx, p.opts.price[p.idx]
+		b.minRelaxed = b.minRelaxed || p.minRelaxed
+	}
+	b.used = b.used.plus(q.req)
+	b.ports = append(b.ports, q.ports...)
+	b.placed = append(b.placed, q)
+	for _, g := range q.selectedBy {
+		s.count(b, g)
+	}
+	for _, o := range q.own {
+		s.own(b, o.group)
+	}
+}
+
+// openClaim turns the template's prospective NodeClaim into a planned one.
+func (s *solver) openClaim(t *template) *bin {
+	s.claims++
+	fresh := s.fresh[t.index]
+	b := &bin{
+		id:       int32(len(s.bins)),
+		tmpl:     t,
+		hostname: fmt.Sprintf("%s-planned-%d", t.name, s.claims),
+		reqs:     fresh.reqs,
+		spec:     fresh.spec,
+		domains:  fresh.domains,
+		used:     fresh.used,
+		opts:     fresh.opts,
+		taints:   fresh.taints,
+	}
+	s.bins = append(s.bins, b)
+	return b
+}

@@ -1,0 +1,94 @@
+package scheduling
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+)
+
+func container(cpu, memory string) corev1.Container {
+	return corev1.Container{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory),
+	}}}
+}
+
+func sidecar(cpu, memory string) corev1.Container {
+	c := container(cpu, memory)
+	c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	return c
+}
+
+func TestPodRequests(t *testing.T) {
+	tests := []struct {
+		name     string
+		spec     corev1.PodSpec
+		cpuMilli int64
+		memMi    int64
+	}{
+		{"sum of app containers", corev1.PodSpec{Containers: []corev1.Container{container("1", "1Gi"), container("500m", "512Mi")}}, 1500, 1536},
+		{"init container larger than apps", corev1.PodSpec{
+			InitContainers: []corev1.Container{container("3", "100Mi")},
+			Containers:     []corev1.Container{container("1", "1Gi")}}, 3000, 1024},
+		{"init containers run one at a time", corev1.PodSpec{
+			InitContainers: []corev1.Container{container("2", "100Mi"), container("1", "4Gi")},
+			Containers:     []corev1.Container{container("1", "1Gi")}}, 2000, 4096},
+		{"sidecar runs beside later init containers and the apps", corev1.PodSpec{
+			InitContainers: []corev1.Container{sidecar("500m", "256Mi"), container("2", "100Mi")},
+			Containers:     []corev1.Container{container("1", "1Gi")}}, 2500, 1280},
+		{"pod overhead is added", corev1.PodSpec{
+			Containers: []corev1.Container{container("1", "1Gi")},
+			Overhead:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}, 1250, 1088},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := podRequests(&corev1.Pod{Spec: tt.spec})
+			if got.core[resCPU] != tt.cpuMilli || got.core[resMemory] != tt.memMi<<20 || got.core[resPods] != 1 {
+				t.Fatalf("got cpu %dm memory %dMi pods %d, want %dm %dMi 1", got.core[resCPU], got.core[resMemory]>>20, got.core[resPods], tt.cpuMilli, tt.memMi)
+			}
+		})
+	}
+}
+
+func TestResourceFit(t *testing.T) {
+	tests := []struct {
+		name     string
+		pods     []*corev1.Pod
+		wantType []string // cheapest option of each NodeClaim, in order
+		wantErr  string
+	}{
+		{"smallest type that fits, overhead included", []*corev1.Pod{newPod("p", "900m", "1Gi")}, []string{"fake-it-0"}, ""},
+		{"100m more needs the next size", []*corev1.Pod{newPod("p", "901m", "1Gi")}, []string{"fake-it-1"}, ""},
+		{"memory decides", []*corev1.Pod{newPod("p", "100m", "2Gi")}, []string{"fake-it-1"}, ""},
+		{"pods share a node", []*corev1.Pod{newPod("a", "1", "1Gi"), newPod("b", "1", "1Gi")}, []string{"fake-it-2"}, ""},
+		{"too big for every type", []*corev1.Pod{newPod("p", "17", "1Gi")}, nil,
+			`NodePool "default" ruled out: no instance type has cpu 17, memory 1Gi, pods 1 allocatable`},
+		{"extended resource only on the gpu type", []*corev1.Pod{newPod("p", "1", "1Gi", withRequests("nvidia.com/gpu", "1"))}, []string{"gpu-8"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			its := append(fakeTypes(16), gpuType())
+			r := solve(t, Input{Pods: tt.pods, NodePools: []NodePool{pool(newNodePool("default"), its...)}})
+			if tt.wantErr != "" {
+				if len(r.PodErrors) != 1 {
+					t.Fatalf("want one error, got %v", outcome(r))
+				}
+				wantContains(t, r.PodErrors[0].Err.Error(), tt.wantErr)
+				return
+			}
+			var got []string
+			for _, nc := range r.NewNodeClaims {
+				got = append(got, cheapest(nc))
+			}
+			if len(r.PodErrors) > 0 || len(got) != len(tt.wantType) {
+				t.Fatalf("got %v, %v", got, outcome(r))
+			}
+			for i := range got {
+				if got[i] != tt.wantType[i] {
+					t.Errorf("NodeClaim %d cheapest option %s, want %s", i, got[i], tt.wantType[i])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,322 @@
+package scheduling
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/requirements"
+)
+
+// setup holds what newSolver's stages pass to each other.
+type setup struct {
+	in                 Input
+	pendingConstraints [][]constraint   // per pending pod
+	existingAnti       [][][]constraint // per existing node, per pod: required anti-affinity
+	existingGroups     [][][]int32      // the same, as groups
+}
+
+// newSolver prepares a simulation: the pods, the NodePools in weight order, the topology groups
+// and domains, the existing nodes with their pods counted, and the NodeClaim each NodePool would
+// open.
+func newSolver(in Input) *solver {
+	s := &solver{opts: in.Options, topo: newTopology(), existingNodes: in.ExistingNodes, reach: map[reachKey]bool{}}
+	st := &setup{in: in}
+	s.preparePods(st)
+	s.prepareNodePools(st)
+	s.prepareGroups(st)
+	s.prepareSelection()
+	s.prepareExistingNodes(st)
+	s.prepareOrder()
+	return s
+}
+
+// preparePods converts the pending pods and registers the topology keys of every constraint, also
+// of the existing pods' required anti-affinity.
+func (s *solver) preparePods(st *setup) {
+	withSoft := st.in.Options.PreferencePolicy != PreferencePolicyIgnore
+	preferNoSchedule := false
+	for _, np := range st.in.NodePools {
+		for _, t := range np.NodePool.Spec.Template.Spec.Taints {
+			preferNoSchedule = preferNoSchedule || t.Effect == corev1.TaintEffectPreferNoSchedule
+		}
+	}
+	for _, en := range st.in.ExistingNodes {
+		for _, t := range en.Taints {
+			preferNoSchedule = preferNoSchedule || t.Effect == corev1.TaintEffectPreferNoSchedule
+		}
+	}
+	st.pendingConstraints = make([][]constraint, len(st.in.Pods))
+	for i, pod := range st.in.Pods {
+		p := newPodInfo(pod, withSoft, preferNoSchedule)
+		p.order = i
+		s.pods = append(s.pods, p)
+		if p.err != nil {
+			continue
+		}
+		cs, err := constraintsOf(pod, withSoft)
+		if err != nil {
+			p.err = fmt.Errorf("pod %s: %w", p.name(), err)
+			continue
+		}
+		st.pendingConstraints[i] = cs
+		for _, c := range cs {
+			s.topo.keyIndex(c.keyName)
+		}
+	}
+	st.existingAnti = make([][][]constraint, len(st.in.ExistingNodes))
+	for n, en := range st.in.ExistingNodes {
+		st.existingAnti[n] = make([][]constraint, len(en.Pods))
+		for j, pod := range en.Pods {
+			cs, err := constraintsOf(pod, false)
+			if err != nil {
+				continue
+			}
+			for _, c := range cs {
+				if c.kind == kindAntiAffinity {
+					st.existingAnti[n][j] = append(st.existingAnti[n][j], c)
+					s.topo.keyIndex(c.keyName)
+				}
+			}
+		}
+	}
+}
+
+// prepareNodePools builds the templates in weight order and collects the topology domains their
+// nodes and the existing nodes can be in.
+func (s *solver) prepareNodePools(st *setup) {
+	var daemons []*podInfo
+	for _, ds := range st.in.DaemonSetPods {
+		daemons = append(daemons, newPodInfo(ds, false, false))
+	}
+	for i, np := range st.in.NodePools {
+		s.tmpls = append(s.tmpls, newTemplate(i, np, daemons))
+	}
+	slices.SortStableFunc(s.tmpls, weightOrder)
+	for i, t := range s.tmpls {
+		t.index = i
+		if t.err == nil {
+			s.topo.addDomains(t.reqs)
+		}
+	}
+	for _, en := range st.in.ExistingNodes {
+		for _, k := range s.topo.keys {
+			if v, ok := en.Labels[k.name]; ok {
+				k.domain(v)
+			}
+		}
+	}
+}
+
+// prepareGroups turns constraints into shared topology groups: first the pending pods' own (hard
+// ones as owned groups, soft ones as preferences), then the existing pods' required anti-affinity.
+func (s *solver) prepareGroups(st *setup) {
+	prefKinds := map[groupKind]prefKind{kindSpread: prefSpread, kindAffinity: prefAffinity, kindAntiAffinity: prefAntiAffinity}
+	for i, p := range s.pods {
+		if p.err != nil {
+			continue
+		}
+		for _, c := range st.pendingConstraints[i] {
+			g := s.topo.groupFor(c, p.noHost, s.reachable)
+			if c.hard {
+				s.topo.groups[g].hard = true
+				p.own = append(p.own, owned{group: g, hard: true})
+				continue
+			}
+			p.prefs = append(p.prefs, preference{kind: prefKinds[c.kind], weight: c.weight, group: g})
+		}
+	}
+	st.existingGroups = make([][][]int32, len(st.in.ExistingNodes))
+	for n := range st.in.ExistingNodes {
+		st.existingGroups[n] = make([][]int32, len(st.existingAnti[n]))
+		for j, cs := range st.existingAnti[n] {
+			for _, c := range cs {
+				g := s.topo.groupFor(c, nil, nil)
+				s.topo.groups[g].hard = true
+				st.existingGroups[n][j] = append(st.existingGroups[n][j], g)
+			}
+		}
+	}
+	for _, g := range s.topo.groups {
+		if g.key != hostnameKey {
+			g.grow(len(s.topo.keys[g.key].domains))
+		}
+	}
+}
+
+// prepareSelection records, per pending pod, the groups that count it, the topology keys it
+// needs a fixed domain for, whether it needs a node of its own, and which NodePools' taints it
+// tolerates.
+func (s *solver) prepareSelection() {
+	for _, p := range s.pods {
+		if p.err != nil {
+			continue
+		}
+		for gi, g := range s.topo.groups {
+			if g.selects(p.pod) {
+				p.selectedBy = append(p.selectedBy, int32(gi))
+			}
+		}
+		addKey := func(g int32) {
+			if k := s.topo.groups[g].key; k != hostnameKey && !slices.Contains(p.keys, k) {
+				p.keys = append(p.keys, k)
+			}
+		}
+		for _, g := range p.selectedBy {
+			addKey(g)
+		}
+		for _, o := range p.own {
+			addKey(o.group)
+			if g := s.topo.groups[o.group]; g.key == hostnameKey && g.kind == kindAntiAffinity && p.selfSelected(o.group) {
+				p.separate = true
+			}
+		}
+		for _, pr := range p.prefs {
+			if pr.kind == prefSpread || pr.kind == prefAffinity || pr.kind == prefAntiAffinity {
+				addKey(pr.group)
+			}
+		}
+		for _, g := range p.selectedBy {
+			if grp := s.topo.groups[g]; grp.kind == kindSpread && grp.hard {
+				p.prefs = append(p.prefs, preference{kind: prefOthersSpread})
+				break
+			}
+		}
+		p.sortPrefs()
+		p.tolerance = make([]uint8, len(s.tmpls))
+		for i, t := range s.tmpls {
+			switch hard, soft := untolerated(p.pod.Spec.Tolerations, t.taints); {
+			case hard != nil:
+				p.tolerance[i] = 2
+			case soft != nil:
+				p.tolerance[i] = 1
+			}
+		}
+	}
+}
+
+// prepareExistingNodes adds the existing nodes as bins, with their pods' requests, host ports and
+// topology counted.
+func (s *solver) prepareExistingNodes(st *setup) {
+	for n, en := range st.in.ExistingNodes {
+		b := s.existingBin(int32(n), en)
+		for j, pod := range en.Pods {
+			b.used = b.used.plus(podRequests(pod))
+			b.basePorts = append(b.basePorts, newPodInfo(pod, false, false).ports...)
+			for gi, g := range s.topo.groups {
+				if g.selects(pod) {
+					s.count(b, int32(gi))
+				}
+			}
+			for _, g := range st.existingGroups[n][j] {
+				s.own(b, g)
+			}
+		}
+		b.ports = b.basePorts
+		s.bins = append(s.bins, b)
+	}
+	s.existing = len(s.bins)
+}
+
+// prepareOrder sets the reference shape that makes cpu and memory comparable, the pods' sizes,
+// and the NodeClaim each NodePool would open.
+func (s *solver) prepareOrder() {
+	s.cpuWeight, s.memWeight = 1.0/1000, 1.0/(1<<31)
+	for _, t := range s.tmpls {
+		if t.err == nil {
+			ref := t.its[len(t.its)/2].alloc
+			if ref.core[resCPU] > 0 && ref.core[resMemory] > 0 {
+				s.cpuWeight, s.memWeight = 1/float64(ref.core[resCPU]), 1/float64(ref.core[resMemory])
+			}
+			break
+		}
+	}
+	for _, p := range s.pods {
+		p.size = max(float64(p.req.core[resCPU])*s.cpuWeight, float64(p.req.core[resMemory])*s.memWeight)
+	}
+	for _, t := range s.tmpls {
+		if t.err != nil {
+			s.fresh = append(s.fresh, nil)
+			continue
+		}
+		t.domains = s.domainsOf(t.reqs)
+		s.fresh = append(s.fresh, &bin{id: -1, tmpl: t, reqs: t.reqs, spec: t.spec, domains: t.domains, used: t.daemon, opts: t.base, taints: t.taints})
+	}
+}
+
+func (s *solver) existingBin(id int32, en *ExistingNode) *bin {
+	reqs := requirements.FromLabels(en.Labels)
+	if !reqs.Has(karpv1.LabelHostname) {
+		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
+	}
+	b := &bin{id: id, existing: en, hostname: en.Name, reqs: reqs, capacity: capacityOf(en.Allocatable), taints: en.Taints}
+	b.domains = make([]int32, len(s.topo.keys))
+	for k, key := range s.topo.keys {
+		b.domains[k] = -1
+		if v, ok := en.Labels[key.name]; ok {
+			b.domains[k] = key.index[v]
+		}
+	}
+	return b
+}
+
+// domainsOf returns, per topology key, the domain reqs fixes (one allowed value), else -1.
+func (s *solver) domainsOf(reqs requirements.Requirements) []int32 {
+	out := make([]int32, len(s.topo.keys))
+	for k, key := range s.topo.keys {
+		out[k] = -1
+		if r, ok := reqs.Get(key.name); ok {
+			if v, single := r.Single(); single {
+				out[k] = key.domain(v)
+			}
+		}
+	}
+	return out
+}
+
+type reachKey struct {
+	alt        uint64
+	key, value string
+}
+
+// reachable reports whether a node satisfying alt can have label key=value: an existing node
+// with that label and compatible labels, or a new NodeClaim from a NodePool with an instance type
+// and offering for alt in that domain.
+func (s *solver) reachable(alt requirements.Requirements, key, value string) bool {
+	rk := reachKey{alt.Hash(), key, value}
+	if ok, done := s.reach[rk]; done {
+		return ok
+	}
+	ok := false
+	if r, constrained := alt.Get(key); !constrained || r.Has(value) {
+		for _, en := range s.existingNodes {
+			if en.Labels[key] == value {
+				if _, bad := requirements.FromLabels(en.Labels).FirstIncompatibility(alt); !bad {
+					ok = true
+					break
+				}
+			}
+		}
+		for _, t := range s.tmpls {
+			if ok {
+				break
+			}
+			if t.err != nil {
+				continue
+			}
+			if _, bad := t.reqs.FirstIncompatibility(alt); bad {
+				continue
+			}
+			trial := t.reqs.Intersect(alt)
+			if r, defined := trial.Get(key); !defined || !r.Has(value) {
+				continue
+			}
+			trial.Add(requirements.In(key, value))
+			ok = len(t.optionsFor(trial).its) > 0
+		}
+	}
+	s.reach[rk] = ok
+	return ok
+}

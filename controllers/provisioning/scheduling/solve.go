@@ -1,0 +1,174 @@
+package scheduling
+
+import (
+	"cmp"
+	"context"
+	"slices"
+)
+
+// solver holds the state of one simulation.
+type solver struct {
+	opts          Options
+	topo          *topology
+	tmpls         []*template
+	fresh         []*bin // per template: the NodeClaim a pod would open, reused between pods
+	bins          []*bin // existing nodes first, then planned NodeClaims in the order opened
+	existing      int
+	pods          []*podInfo
+	failed        []*podInfo
+	stopped       error
+	claims        int
+	existingNodes []*ExistingNode
+	reach         map[reachKey]bool
+	// cpuWeight and memWeight make a millicore and a byte comparable: the inverse of the
+	// allocatable of a reference instance type (the median-priced type of the first usable
+	// NodePool), so that one such node counts 1 in each.
+	cpuWeight, memWeight float64
+}
+
+// Solve places the pending pods of in on existing nodes and on new NodeClaims, packing them so
+// that the new capacity is cheap, and explains every pod it could not place. It reads nothing but
+// in and changes nothing in it.
+//
+// Results are always returned. When ctx ends first, the pods not yet placed are reported as
+// unschedulable and the error is ctx.Err().
+func Solve(ctx context.Context, in Input) (*Results, error) {
+	s := newSolver(in)
+	s.run(ctx)
+	return s.results(), s.stopped
+}
+
+// count records a pod selected by group g on bin b.
+func (s *solver) count(b *bin, g int32) {
+	grp := s.topo.groups[g]
+	grp.total++
+	if grp.key == hostnameKey {
+		b.counts = incCount(b.counts, g)
+		return
+	}
+	if d := b.domains[grp.key]; d >= 0 {
+		grp.grow(int(d) + 1)
+		grp.counts[d]++
+	}
+}
+
+// own records a pod that declares group g as a hard constraint on bin b.
+func (s *solver) own(b *bin, g int32) {
+	grp := s.topo.groups[g]
+	if grp.key == hostnameKey {
+		b.owners = incCount(b.owners, g)
+		return
+	}
+	if d := b.domains[grp.key]; d >= 0 {
+		grp.grow(int(d) + 1)
+		grp.owners[d]++
+	}
+}
+
+// queueOrder sorts pods for packing: pods that need a node of their own (hostname
+// anti-affinity on themselves) first, since they fix how many nodes there must be; then larger
+// pods first, by their dominant share of the reference shape (the larger of cpu and memory),
+// then cpu, memory and input order.
+func queueOrder(a, b *podInfo) int {
+	if a.separate != b.separate {
+		if a.separate {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(b.size, a.size); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.req.core[resCPU], a.req.core[resCPU]); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.req.core[resMemory], a.req.core[resMemory]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.order, b.order)
+}
+
+// run places the pods. The first pass tries each pod as it is; later passes retry the pods that
+// failed, dropping their soft constraints one at a time, until a pass places nothing.
+func (s *solver) run(ctx context.Context) {
+	var queue []*podInfo
+	for _, p := range s.pods {
+		if p.err == nil {
+			queue = append(queue, p)
+		}
+	}
+	slices.SortStableFunc(queue, queueOrder)
+	for pass := 0; len(queue) > 0; pass++ {
+		placed := false
+		var failed []*podInfo
+		for i, p := range queue {
+			if i%32 == 0 && ctx.Err() != nil {
+				s.stopped = ctx.Err()
+				s.failed = append(append(s.failed, failed...), queue[i:]...)
+				return
+			}
+			ok := s.place(p)
+			for !ok && pass > 0 && p.relax() {
+				ok = s.place(p)
+			}
+			if ok {
+				placed = true
+				continue
+			}
+			failed = append(failed, p)
+		}
+		queue = failed
+		if !placed && pass > 0 {
+			break
+		}
+	}
+	s.failed = queue
+	s.improve(ctx)
+}
+
+// place puts the pod where it adds the least price, and reports whether it found a place.
+func (s *solver) place(q *podInfo) bool {
+	var best plan
+	found := false
+	for _, b := range s.bins {
+		if b.isNew() {
+			if len(b.placed) == 0 {
+				continue
+			}
+			// A NodeClaim the pod does not fit at its current size must grow at least to its next
+			// option; skip it without searching when even that is worse than the best so far.
+			if found && !fitsCore(&b.used, &q.req, &b.opts.alloc[b.first]) && b.opts.priceOf(b.first+1)-b.price > best.delta+priceEpsilon {
+				continue
+			}
+		}
+		est, ok := s.estimate(q, b)
+		if !ok || (found && !est.better(&best)) {
+			continue
+		}
+		p, ok := s.fit(q, b, nil)
+		if ok && (!found || p.better(&best)) {
+			best, found = p, true
+		}
+	}
+	for _, fb := range s.fresh {
+		if fb == nil || q.tolerance[fb.tmpl.index] == 2 {
+			continue
+		}
+		if _, ok := s.estimate(q, fb); !ok {
+			continue
+		}
+		p, ok := s.fit(q, fb, nil)
+		if !ok {
+			continue // not compatible: the next NodePool may be
+		}
+		if !found || p.better(&best) {
+			best, found = p, true
+		}
+		break // only the first compatible NodePool opens NodeClaims for the pod
+	}
+	if !found {
+		return false
+	}
+	s.commit(q, &best)
+	return true
+}

@@ -1,0 +1,423 @@
+package scheduling
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/requirements"
+)
+
+// itInfo is an instance type with its resources converted once per simulation.
+type itInfo struct {
+	it       *cloudprovider.InstanceType
+	alloc    vec
+	capacity vec
+}
+
+// template is a NodePool prepared for the simulation: what a new NodeClaim from it starts as.
+type template struct {
+	index int
+	pool  *karpv1.NodePool
+	name  string
+	// reqs is what a node from the NodePool may look like: the NodePool's requirements and labels
+	// intersected with the union of its instance types' labels and offerings. Pods are checked
+	// against it; a key it lacks is a label such nodes never carry.
+	reqs requirements.Requirements
+	// spec is what the NodeClaim spec says: the NodePool's requirements and labels only.
+	spec   requirements.Requirements
+	taints []corev1.Taint
+	// its are the instance types compatible with reqs.
+	its       []itInfo
+	base      *optionSet
+	daemon    vec
+	minValues bool
+	limits    limits
+	// err says why the NodePool cannot launch anything; it is then skipped.
+	err     error
+	options map[uint64][]*optionSet
+	// domains are the topology domains reqs already fixes, per topology key; -1 when open.
+	domains []int32
+}
+
+// limits track a NodePool's remaining limits against the capacity planned from it. A NodeClaim
+// reserves the capacity of its cheapest fitting instance type while packing; finalize narrows
+// the options so that the largest option of every NodeClaim together stays within the limits.
+type limits struct {
+	limited   [numCore]bool
+	remaining vec
+	extLimit  map[corev1.ResourceName]bool
+	nodes     int64 // remaining NodeClaims, -1 when unlimited
+	reserved  vec
+	claims    int64
+}
+
+func newLimits(remaining corev1.ResourceList) limits {
+	l := limits{nodes: -1}
+	for name, q := range remaining {
+		if name == "nodes" {
+			l.nodes = q.Value()
+			continue
+		}
+		if i := coreIndex(name); i >= 0 {
+			l.limited[i] = true
+		} else {
+			if l.extLimit == nil {
+				l.extLimit = map[corev1.ResourceName]bool{}
+			}
+			l.extLimit[name] = true
+		}
+		l.remaining.set(name, q)
+	}
+	return l
+}
+
+// allows reports whether swapping a reservation of before for after (and adding newClaims
+// NodeClaims) stays within the limits, and if not which resource breaks them.
+func (l *limits) allows(before, after *vec, newClaims int64) (bool, string) {
+	if l.nodes >= 0 && l.claims+newClaims > l.nodes {
+		return false, fmt.Sprintf("nodes (%d left)", l.nodes-l.claims)
+	}
+	for i := range l.limited {
+		if l.limited[i] && l.reserved.core[i]-before.core[i]+after.core[i] > l.remaining.core[i] {
+			return false, string(coreNames[i])
+		}
+	}
+	for name := range l.extLimit {
+		if l.reserved.ext[name]-before.ext[name]+after.ext[name] > l.remaining.ext[name] {
+			return false, string(name)
+		}
+	}
+	return true, ""
+}
+
+func (l *limits) any() bool {
+	return l.nodes >= 0 || l.limited != [numCore]bool{} || len(l.extLimit) > 0
+}
+
+// optionSet is the instance types of a template that are compatible with one set of NodeClaim
+// requirements, ordered by the price of their cheapest compatible offering. It is shared by every
+// NodeClaim with the same requirements.
+type optionSet struct {
+	reqs     requirements.Requirements
+	pinned   map[pinKey]*optionSet // options of reqs with one more key fixed to a value
+	its      []int32               // indices into template.its
+	price    []float64
+	alloc    [][numCore]int64
+	maxAlloc [numCore]int64
+	hasExt   bool
+}
+
+// cheapestFit returns the first option from `from` on that fits used+add, or -1.
+func (o *optionSet) cheapestFit(t *template, from int, used, add *vec) int {
+	for i := from; i < len(o.its); i++ {
+		if !fitsCore(used, add, &o.alloc[i]) {
+			continue
+		}
+		if (used.ext != nil || add.ext != nil) && !fitsSum(used, add, &t.its[o.its[i]].alloc) {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// newTemplate prepares a NodePool, or returns a template with err set that explains why the
+// NodePool cannot be used.
+func newTemplate(index int, np NodePool, daemonSets []*podInfo) *template {
+	t := &template{index: index, pool: np.NodePool, name: np.NodePool.Name, limits: newLimits(np.Remaining), options: map[uint64][]*optionSet{}}
+	spec := &np.NodePool.Spec.Template
+	poolReqs, err := requirements.FromNodeSelectorRequirementsWithMinValues(spec.Spec.Requirements...)
+	if err != nil {
+		t.err = fmt.Errorf("invalid spec.template.spec.requirements: %w", err)
+		return t
+	}
+	t.minValues = poolReqs.HasMinValues()
+	t.spec = poolReqs.Intersect(requirements.FromLabels(spec.Labels))
+	t.spec.Add(requirements.In(karpv1.NodePoolLabelKey, t.name))
+	for _, r := range t.spec.Items() {
+		if r.IsEmpty() {
+			t.err = fmt.Errorf("spec.template requirement and label %s contradict each other; make them agree", r.Key())
+			return t
+		}
+	}
+	t.taints = karpv1.TaintsToCore(spec.Spec.Taints)
+
+	var compatible []*cloudprovider.InstanceType
+	for _, it := range np.InstanceTypes {
+		if it.CompatibleWith(t.spec) {
+			compatible = append(compatible, it)
+		}
+	}
+	if len(compatible) == 0 {
+		t.err = fmt.Errorf("none of its %d instance types has an available offering compatible with its requirements %s", len(np.InstanceTypes), t.spec)
+		return t
+	}
+	t.reqs = t.spec.Intersect(unionOf(compatible, t.spec))
+	priced := make([]struct {
+		it    *cloudprovider.InstanceType
+		price float64
+	}, 0, len(compatible))
+	for _, it := range compatible {
+		o, _ := it.CheapestOffering(t.reqs)
+		priced = append(priced, struct {
+			it    *cloudprovider.InstanceType
+			price float64
+		}{it, o.Price})
+	}
+	slices.SortStableFunc(priced, func(a, b struct {
+		it    *cloudprovider.InstanceType
+		price float64
+	}) int {
+		return cmp.Compare(a.price, b.price)
+	})
+	t.its = make([]itInfo, len(priced))
+	for i, p := range priced {
+		t.its[i] = itInfo{it: p.it, alloc: capacityOf(p.it.Allocatable()), capacity: vecOf(p.it.Capacity)}
+	}
+	t.base = t.optionsFor(t.reqs)
+	for _, ds := range daemonSets {
+		if t.runsDaemon(ds) {
+			t.daemon = t.daemon.plus(ds.req)
+		}
+	}
+	return t
+}
+
+// runsDaemon reports whether a DaemonSet pod would run on the template's nodes.
+func (t *template) runsDaemon(ds *podInfo) bool {
+	if ds.err != nil {
+		return false
+	}
+	if hard, _ := untolerated(ds.pod.Spec.Tolerations, t.taints); hard != nil {
+		return false
+	}
+	for _, term := range ds.terms {
+		if _, bad := t.reqs.FirstIncompatibility(term); !bad {
+			return true
+		}
+	}
+	return false
+}
+
+// unionOf returns, per label key any of the instance types or their available offerings
+// constrains, the union of what each type allows under spec: its own requirement, narrowed, when
+// offerings define the key, to the values of its available offerings compatible with spec. A type
+// whose requirements and offerings both lack the key adds the absent label.
+func unionOf(its []*cloudprovider.InstanceType, spec requirements.Requirements) requirements.Requirements {
+	keys := map[string]bool{} // key -> defined by some offering
+	var offered cloudprovider.Offerings
+	bounds := make([]int, len(its)+1) // offered[bounds[i]:bounds[i+1]] are type i's offerings
+	for i, it := range its {
+		for _, r := range it.Requirements.Items() {
+			keys[r.Key()] = keys[r.Key()] || false
+		}
+		for _, o := range it.Offerings {
+			if o.Available && o.CompatibleWith(spec) {
+				offered = append(offered, o)
+				for _, r := range o.Requirements.Items() {
+					keys[r.Key()] = true
+				}
+			}
+		}
+		bounds[i+1] = len(offered)
+	}
+	out := make([]requirements.Requirement, 0, len(keys))
+	for key, byOffering := range keys {
+		var u typeUnion
+		for i, it := range its {
+			r, inType := it.Requirements.Get(key)
+			if !byOffering {
+				if inType {
+					u.add(r)
+				} else {
+					u.absent = true
+				}
+				continue
+			}
+			ofs := offered[bounds[i]:bounds[i+1]]
+			open, defined := len(ofs) == 0, false
+			for _, o := range ofs {
+				or, ok := o.Requirements.Get(key)
+				if !ok || or.IsComplement() || or.AllowsAbsent() {
+					open = true
+					break
+				}
+				defined = true
+			}
+			switch {
+			case !inType && !defined:
+				u.absent = true
+			case open && inType:
+				u.add(r)
+			case open:
+				u.add(requirements.Any(key))
+			default:
+				for _, o := range ofs {
+					or, _ := o.Requirements.Get(key)
+					for _, v := range or.Values() {
+						if !inType || r.Has(v) {
+							u.addValue(v)
+						}
+					}
+				}
+			}
+		}
+		out = append(out, u.requirement(key))
+	}
+	return requirements.New(out...)
+}
+
+// typeUnion accumulates the union of requirements on one key: finite values in a slice, and
+// only complements through the general (slower) union.
+type typeUnion struct {
+	values      []string
+	seen        map[string]struct{} // once values grows past a handful
+	absent      bool
+	complements *requirements.Requirement
+}
+
+// addValue records a value once: most types repeat the same few (zones, architectures).
+func (u *typeUnion) addValue(v string) {
+	if u.seen == nil {
+		if slices.Contains(u.values, v) {
+			return
+		}
+		u.values = append(u.values, v)
+		if len(u.values) > 16 {
+			u.seen = make(map[string]struct{}, 64)
+			for _, w := range u.values {
+				u.seen[w] = struct{}{}
+			}
+		}
+		return
+	}
+	if _, ok := u.seen[v]; !ok {
+		u.seen[v] = struct{}{}
+		u.values = append(u.values, v)
+	}
+}
+
+func (u *typeUnion) add(r requirements.Requirement) {
+	if !r.IsComplement() {
+		for _, v := range r.Values() {
+			u.addValue(v)
+		}
+		u.absent = u.absent || r.AllowsAbsent()
+		return
+	}
+	c := r
+	if u.complements != nil {
+		c = u.complements.Union(r)
+	}
+	u.complements = &c
+}
+
+func (u *typeUnion) requirement(key string) requirements.Requirement {
+	r := requirements.In(key, u.values...)
+	if u.absent {
+		r = r.Union(requirements.DoesNotExist(key))
+	}
+	if u.complements != nil {
+		r = u.complements.Union(r)
+	}
+	return r
+}
+
+type pinKey struct{ key, value string }
+
+// pinnedOptions returns the options of parent's requirements with key fixed to value, remembered
+// on parent so that pinning a topology domain costs a map lookup.
+func (t *template) pinnedOptions(parent *optionSet, key, value string) *optionSet {
+	pk := pinKey{key, value}
+	if o, ok := parent.pinned[pk]; ok {
+		return o
+	}
+	reqs := parent.reqs
+	reqs.Add(requirements.In(key, value))
+	o := t.optionsFor(reqs)
+	if parent.pinned == nil {
+		parent.pinned = map[pinKey]*optionSet{}
+	}
+	parent.pinned[pk] = o
+	return o
+}
+
+// optionsFor returns the option set for NodeClaim requirements reqs, computing it on first use.
+func (t *template) optionsFor(reqs requirements.Requirements) *optionSet {
+	key := reqs.Hash()
+	for _, o := range t.options[key] {
+		if o.reqs.Equal(reqs) {
+			return o
+		}
+	}
+	type opt struct {
+		i     int32
+		price float64
+	}
+	var opts []opt
+	for i := range t.its {
+		it := t.its[i].it
+		if _, conflict := reqs.FirstConflict(it.Requirements); conflict {
+			continue
+		}
+		o, ok := it.CheapestOffering(reqs)
+		if !ok {
+			continue
+		}
+		opts = append(opts, opt{int32(i), o.Price})
+	}
+	slices.SortStableFunc(opts, func(a, b opt) int { return cmp.Compare(a.price, b.price) })
+	set := &optionSet{reqs: reqs, its: make([]int32, len(opts)), price: make([]float64, len(opts)), alloc: make([][numCore]int64, len(opts))}
+	for j, o := range opts {
+		set.its[j], set.price[j] = o.i, o.price
+		set.alloc[j] = t.its[o.i].alloc.core
+		for r := range numCore {
+			set.maxAlloc[r] = max(set.maxAlloc[r], set.alloc[j][r])
+		}
+		set.hasExt = set.hasExt || t.its[o.i].alloc.ext != nil
+	}
+	t.options[key] = append(t.options[key], set)
+	return set
+}
+
+// fittingTypes returns the options from index first on that fit used, in price order.
+func (t *template) fittingTypes(o *optionSet, first int, used *vec) cloudprovider.InstanceTypes {
+	var out cloudprovider.InstanceTypes
+	var zero vec
+	for i := first; i >= 0 && i < len(o.its); i++ {
+		if fitsCore(used, &zero, &o.alloc[i]) && (used.ext == nil || fitsSum(used, &zero, &t.its[o.its[i]].alloc)) {
+			out = append(out, t.its[o.its[i]].it)
+		}
+	}
+	return out
+}
+
+// weightOrder sorts templates by weight (higher first, unset as 0), then by name.
+func weightOrder(a, b *template) int {
+	wa, wb := int32(0), int32(0)
+	if a.pool.Spec.Weight != nil {
+		wa = *a.pool.Spec.Weight
+	}
+	if b.pool.Spec.Weight != nil {
+		wb = *b.pool.Spec.Weight
+	}
+	if wa != wb {
+		return cmp.Compare(wb, wa)
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// priceOf returns the price of option i, or +Inf when there is none.
+func (o *optionSet) priceOf(i int) float64 {
+	if i < 0 || i >= len(o.price) {
+		return math.Inf(1)
+	}
+	return o.price[i]
+}

@@ -1,0 +1,301 @@
+package termination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// Event reasons of the drain.
+const (
+	// ReasonEvicted is the event reason on a pod evicted by a drain.
+	ReasonEvicted = "Evicted"
+	// ReasonEvictionBlocked is the event reason on a pod whose eviction a PodDisruptionBudget
+	// refused; the drain retries it.
+	ReasonEvictionBlocked = "EvictionBlocked"
+	// ReasonDeletedAtDeadline is the event reason on a pod deleted because the NodeClaim's
+	// terminationGracePeriod ran out.
+	ReasonDeletedAtDeadline = "TerminationGracePeriodExpired"
+)
+
+// stuckTerminatingAfter is how long past its deletion timestamp a terminating pod still holds a
+// drain. Beyond that its kubelet is presumed gone, and waiting longer would wait forever.
+const stuckTerminatingAfter = time.Minute
+
+// Drainer evicts the pods of a Node through the Eviction API.
+type Drainer struct {
+	kube     client.Client
+	pods     client.Reader
+	clock    clock.Clock
+	recorder events.EventRecorder
+	metrics  *Metrics
+}
+
+// NewDrainer returns a Drainer. kube evicts and deletes pods; pods lists them by node (use an
+// uncached reader, such as a manager's GetAPIReader(), so that no pod cache is needed).
+func NewDrainer(kube client.Client, pods client.Reader, clk clock.Clock, recorder events.EventRecorder, metrics *Metrics) *Drainer {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Drainer{kube: kube, pods: pods, clock: clk, recorder: recorder, metrics: metrics}
+}
+
+// DrainResult says how far a drain pass got.
+type DrainResult struct {
+	// Waiting names ("namespace/name") the pods that still hold the drain: being evicted,
+	// refused by a PodDisruptionBudget, or protected by karpenter.sh/do-not-disrupt.
+	Waiting []string
+}
+
+// Drained reports whether no pod holds the drain any more.
+func (r DrainResult) Drained() bool { return len(r.Waiting) == 0 }
+
+// Drain makes one pass over the Node's pods: it evicts those that should go (see the package
+// comment for which), deletes those the deadline caught up with, and reports what is left. A nil
+// deadline means no terminationGracePeriod: nothing is ever forced. Call it again until Drained.
+func (d *Drainer) Drain(ctx context.Context, node *corev1.Node, deadline *time.Time) (DrainResult, error) {
+	var list corev1.PodList
+	if err := d.pods.List(ctx, &list, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", node.Name)}); err != nil {
+		return DrainResult{}, fmt.Errorf("drain node %s: list pods: %w", node.Name, err)
+	}
+	now := d.clock.Now()
+	var (
+		result            DrainResult
+		regular, critical []*corev1.Pod
+		regularLeft       bool
+		errs              []error
+	)
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if !holdsDrain(pod, now) {
+			continue
+		}
+		result.Waiting = append(result.Waiting, pod.Namespace+"/"+pod.Name)
+		if !isCritical(pod) {
+			regularLeft = true
+		}
+		if !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if deadline != nil && !now.Before(deadline.Add(-podGracePeriod(pod))) {
+			errs = append(errs, d.deleteAtDeadline(ctx, node, pod, *deadline, now))
+			continue
+		}
+		if doNotDisruptActive(pod, now) {
+			continue
+		}
+		if isCritical(pod) {
+			critical = append(critical, pod)
+		} else {
+			regular = append(regular, pod)
+		}
+	}
+	// Like a graceful node shutdown: critical pods go only once the others are gone.
+	evict := regular
+	if !regularLeft {
+		evict = critical
+	}
+	for _, pod := range evict {
+		errs = append(errs, d.evict(ctx, node, pod))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return result, fmt.Errorf("drain node %s: %w", node.Name, err)
+	}
+	return result, nil
+}
+
+// evict asks the Eviction API to evict the pod. A refusal by a PodDisruptionBudget (429, or a
+// 500 for a pod covered by several budgets) is not an error: the next pass tries again.
+func (d *Drainer) evict(ctx context.Context, node *corev1.Node, pod *corev1.Pod) error {
+	eviction := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}},
+	}
+	err := d.kube.SubResource("eviction").Create(ctx, pod, eviction)
+	switch {
+	case err == nil:
+		d.metrics.PodsEvicted.Inc()
+		d.recorder.Eventf(pod, node, corev1.EventTypeNormal, ReasonEvicted, "Evict", "Evicted pod: draining node %s", node.Name)
+		log.FromContext(ctx).V(1).Info("evicted pod", "pod", client.ObjectKeyFromObject(pod), "node", node.Name)
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone already, or replaced by a new pod of the same name (which the next pass sees).
+		return nil
+	case apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"):
+		d.metrics.EvictionsBlocked.Inc()
+		d.recorder.Eventf(pod, node, corev1.EventTypeWarning, ReasonEvictionBlocked, "Evict",
+			"Cannot evict pod while draining node %s, will retry: %s", node.Name, err.Error())
+		return nil
+	default:
+		return fmt.Errorf("evict pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+}
+
+// deleteAtDeadline deletes a pod the terminationGracePeriod deadline caught up with, giving it
+// what is left of its grace period before the deadline.
+func (d *Drainer) deleteAtDeadline(ctx context.Context, node *corev1.Node, pod *corev1.Pod, deadline, now time.Time) error {
+	grace := int64(deadline.Sub(now).Seconds())
+	if g := int64(podGracePeriod(pod).Seconds()); g < grace {
+		grace = g
+	}
+	if grace < 0 {
+		grace = 0
+	}
+	err := d.kube.Delete(ctx, pod, client.GracePeriodSeconds(grace), client.Preconditions{UID: &pod.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s/%s at the termination deadline: %w", pod.Namespace, pod.Name, err)
+	}
+	if err == nil {
+		d.metrics.PodsDeleted.Inc()
+		d.recorder.Eventf(pod, node, corev1.EventTypeWarning, ReasonDeletedAtDeadline, "Delete",
+			"Deleting pod: the terminationGracePeriod of node %s ends at %s", node.Name, deadline.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// holdsDrain reports whether the pod must be gone before the Node counts as drained.
+func holdsDrain(pod *corev1.Pod, now time.Time) bool {
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return false
+	case isDaemonSetPod(pod), isMirrorPod(pod), toleratesDisruptedTaint(pod):
+		return false
+	case !pod.DeletionTimestamp.IsZero() && now.Sub(pod.DeletionTimestamp.Time) > stuckTerminatingAfter:
+		return false
+	}
+	return true
+}
+
+func isDaemonSetPod(pod *corev1.Pod) bool {
+	owner := metav1.GetControllerOf(pod)
+	return owner != nil && owner.Kind == "DaemonSet"
+}
+
+func isMirrorPod(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	return ok
+}
+
+// toleratesDisruptedTaint reports whether the pod tolerates karpenter.sh/disrupted:NoSchedule.
+// Such a pod could be scheduled right back, so evicting it would not help.
+func toleratesDisruptedTaint(pod *corev1.Pod) bool {
+	taint := karpv1.DisruptedNoScheduleTaint()
+	return slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool {
+		return t.ToleratesTaint(logr.Discard(), &taint, false)
+	})
+}
+
+func isCritical(pod *corev1.Pod) bool {
+	return pod.Spec.PriorityClassName == "system-cluster-critical" || pod.Spec.PriorityClassName == "system-node-critical"
+}
+
+// doNotDisruptActive reports whether the pod's karpenter.sh/do-not-disrupt annotation protects it
+// now: "true" always does; a duration ("1h") does until that long after the pod started. Other
+// values protect nothing.
+func doNotDisruptActive(pod *corev1.Pod, now time.Time) bool {
+	v, ok := pod.Annotations[karpv1.DoNotDisruptAnnotationKey]
+	if !ok {
+		return false
+	}
+	if v == "true" {
+		return true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return false
+	}
+	if pod.Status.StartTime == nil {
+		return true
+	}
+	return now.Before(pod.Status.StartTime.Add(d))
+}
+
+// podGracePeriod is the pod's terminationGracePeriodSeconds (the Kubernetes default, 30s, when
+// unset).
+func podGracePeriod(pod *corev1.Pod) time.Duration {
+	if pod.Spec.TerminationGracePeriodSeconds == nil {
+		return corev1.DefaultTerminationGracePeriodSeconds * time.Second
+	}
+	return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+}
+
+// taintForTermination adds karpenter.sh/disrupted:NoSchedule and the exclude-from-external-load-
+// balancers label to the Node, so nothing new lands on it and load balancers stop sending to it.
+func taintForTermination(ctx context.Context, kube client.Client, node *corev1.Node) error {
+	stored := node.DeepCopy()
+	taint := karpv1.DisruptedNoScheduleTaint()
+	if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taint.Key && t.Effect == taint.Effect }) {
+		node.Spec.Taints = append(node.Spec.Taints, taint)
+	}
+	if _, ok := node.Labels[karpv1.ExcludeFromExternalLoadBalancersLabelKey]; !ok {
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[karpv1.ExcludeFromExternalLoadBalancersLabelKey] = karpv1.ExcludeFromExternalLoadBalancersLabelValue
+	}
+	if len(stored.Spec.Taints) == len(node.Spec.Taints) && len(stored.Labels) == len(node.Labels) {
+		return nil
+	}
+	if err := kube.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("taint node %s for termination: %w", node.Name, err)
+	}
+	return nil
+}
+
+// releaseNode deletes the Node (if nobody did yet) and removes the termination finalizer, so the
+// Node object goes. Call it only after the Node was drained and its instance terminated.
+func releaseNode(ctx context.Context, kube client.Client, node *corev1.Node) error {
+	if node.DeletionTimestamp.IsZero() {
+		if err := kube.Delete(ctx, node); err != nil {
+			return client.IgnoreNotFound(fmt.Errorf("delete node %s: %w", node.Name, err))
+		}
+	}
+	if err := removeFinalizer(ctx, kube, node); err != nil {
+		return fmt.Errorf("release node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// removeFinalizer removes karpenter.sh/termination from obj's finalizers with a JSON patch that
+// first tests the entry is still where obj has it, so that it works on an object whose resource
+// version moved on (deletion bumps it) yet never removes a different finalizer. A stale obj
+// makes the patch fail, and the caller's retry reads a fresh one. A missing object is fine.
+func removeFinalizer(ctx context.Context, kube client.Client, obj client.Object) error {
+	i := slices.Index(obj.GetFinalizers(), karpv1.TerminationFinalizer)
+	if i < 0 {
+		return nil
+	}
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	patch := fmt.Sprintf(`[{"op":"test","path":%q,"value":%q},{"op":"remove","path":%q}]`, path, karpv1.TerminationFinalizer, path)
+	if err := kube.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer %s: %w", karpv1.TerminationFinalizer, err)
+	}
+	return nil
+}
+
+// nodeReady reports whether the Node's Ready condition is True.
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

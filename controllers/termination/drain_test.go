@@ -1,0 +1,238 @@
+package termination
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+func TestHoldsDrain(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	dsOwner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "u", Controller: ptr.To(true)}
+	rsOwner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "u", Controller: ptr.To(true)}
+	cases := []struct {
+		name string
+		pod  corev1.Pod
+		want bool
+	}{
+		{name: "running pod", pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}, want: true},
+		{name: "replicaset pod", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{rsOwner}}}, want: true},
+		{name: "succeeded pod", pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, want: false},
+		{name: "failed pod", pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, want: false},
+		{name: "daemonset pod", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{dsOwner}}}, want: false},
+		{name: "mirror pod", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}}}, want: false},
+		{
+			name: "tolerates the disrupted taint",
+			pod:  corev1.Pod{Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: karpv1.DisruptedTaintKey, Operator: corev1.TolerationOpExists}}}},
+			want: false,
+		},
+		{
+			name: "tolerates everything",
+			pod:  corev1.Pod{Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}},
+			want: false,
+		},
+		{
+			name: "tolerates only NoExecute of the disrupted key",
+			pod: corev1.Pod{Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{
+				{Key: karpv1.DisruptedTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}}},
+			want: true,
+		},
+		{
+			name: "terminating pod",
+			pod:  corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: now.Add(-10 * time.Second)}}},
+			want: true,
+		},
+		{
+			name: "pod stuck terminating",
+			pod:  corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: now.Add(-2 * time.Minute)}}},
+			want: false,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := holdsDrain(&tc.pod, now); got != tc.want {
+				t.Errorf("holdsDrain = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDoNotDisruptActive(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	started := func(ago time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(-ago)} }
+	cases := []struct {
+		name  string
+		value *string
+		start *metav1.Time
+		want  bool
+	}{
+		{name: "no annotation", want: false},
+		{name: "true", value: ptr.To("true"), start: started(time.Hour), want: true},
+		{name: "false", value: ptr.To("false"), want: false},
+		{name: "duration not yet elapsed", value: ptr.To("1h"), start: started(30 * time.Minute), want: true},
+		{name: "duration elapsed", value: ptr.To("1h"), start: started(2 * time.Hour), want: false},
+		{name: "duration of a pod that has not started", value: ptr.To("1h"), want: true},
+		{name: "garbage", value: ptr.To("soon"), want: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{Status: corev1.PodStatus{StartTime: tc.start}}
+			if tc.value != nil {
+				pod.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: *tc.value}
+			}
+			if got := doNotDisruptActive(pod, now); got != tc.want {
+				t.Errorf("doNotDisruptActive = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// podOnNode returns a running pod on node "n" for the drain tests, changed by mutate.
+func podOnNode(name string, mutate func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: k8stypes.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: "n"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	return p
+}
+
+func newDrainer(t *testing.T, now time.Time, pods ...*corev1.Pod) (*Drainer, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	objs := make([]client.Object, len(pods))
+	for i := range pods {
+		objs[i] = pods[i]
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		Build()
+	m, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewDrainer(c, c, clocktesting.NewFakeClock(now), events.NewFakeRecorder(100), m), c
+}
+
+func remaining(t *testing.T, c client.Client) []string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.List(t.Context(), &pods); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestDrainEvictsCriticalPodsLast(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	d, c := newDrainer(t, now,
+		podOnNode("app", nil),
+		podOnNode("dns", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" }),
+		podOnNode("agent", func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
+		}),
+		podOnNode("static", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }),
+		podOnNode("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		podOnNode("elsewhere", func(p *corev1.Pod) { p.Spec.NodeName = "other" }),
+	)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	passes := []struct {
+		wantWaiting   []string
+		wantRemaining []string
+	}{
+		{wantWaiting: []string{"default/app", "default/dns"}, wantRemaining: []string{"agent", "dns", "done", "elsewhere", "static"}},
+		{wantWaiting: []string{"default/dns"}, wantRemaining: []string{"agent", "done", "elsewhere", "static"}},
+		{wantWaiting: nil, wantRemaining: []string{"agent", "done", "elsewhere", "static"}},
+	}
+	for i, pass := range passes {
+		res, err := d.Drain(t.Context(), node, nil)
+		if err != nil {
+			t.Fatalf("pass %d: %v", i, err)
+		}
+		slices.Sort(res.Waiting)
+		if !slices.Equal(res.Waiting, pass.wantWaiting) || res.Drained() != (pass.wantWaiting == nil) {
+			t.Errorf("pass %d: waiting %v, want %v", i, res.Waiting, pass.wantWaiting)
+		}
+		if got := remaining(t, c); !slices.Equal(got, pass.wantRemaining) {
+			t.Errorf("pass %d: pods %v, want %v", i, got, pass.wantRemaining)
+		}
+	}
+}
+
+func TestDrainHonoursTheDeadline(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	protected := func(grace int64) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+			p.Spec.TerminationGracePeriodSeconds = ptr.To(grace)
+		}
+	}
+	cases := []struct {
+		name          string
+		deadline      *time.Time
+		wantRemaining []string
+	}{
+		{name: "no deadline keeps do-not-disrupt pods", deadline: nil, wantRemaining: []string{"long-grace", "short-grace"}},
+		{name: "a far deadline keeps them", deadline: ptr.To(now.Add(time.Hour)), wantRemaining: []string{"long-grace", "short-grace"}},
+		{
+			name: "a pod whose grace period reaches past the deadline goes first", deadline: ptr.To(now.Add(45 * time.Second)),
+			wantRemaining: []string{"short-grace"},
+		},
+		{name: "a passed deadline deletes them all", deadline: ptr.To(now.Add(-time.Second)), wantRemaining: nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, c := newDrainer(t, now, podOnNode("long-grace", protected(60)), podOnNode("short-grace", protected(10)))
+			res, err := d.Drain(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, tc.deadline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Drained() {
+				t.Error("drained while pods were still there at the start of the pass")
+			}
+			if got := remaining(t, c); !slices.Equal(got, tc.wantRemaining) {
+				t.Errorf("pods %v, want %v", got, tc.wantRemaining)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	cases := []struct {
+		names []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"a", "b"}, "a, b"},
+		{[]string{"a", "b", "c"}, "a, b and 1 more"},
+	}
+	for _, tc := range cases {
+		if got := summarize(tc.names, 2); got != tc.want {
+			t.Errorf("summarize(%v) = %q, want %q", tc.names, got, tc.want)
+		}
+	}
+}
