@@ -36,7 +36,9 @@ func TestVirtualCache(t *testing.T) {
 		}
 	}
 	keys := c.Keys()
-	has := func(want ast.Ref) bool { return slices.ContainsFunc(keys, func(r ast.Ref) bool { return r.Equal(want) }) }
+	has := func(want ast.Ref) bool {
+		return slices.ContainsFunc(keys, func(r ast.Ref) bool { return r.Equal(want) })
+	}
 	if len(keys) != 2 || !has(a) || !has(b) {
 		t.Errorf("Keys = %v, want %v and %v", keys, a, b)
 	}

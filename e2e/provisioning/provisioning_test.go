@@ -205,7 +205,9 @@ func TestTenReplicasGetNodesAndRun(t *testing.T) {
 func TestNodePoolLimitsAreNeverExceeded(t *testing.T) {
 	nodePool(t, "e2e-limits", []karpv1.NodeSelectorRequirementWithMinValues{
 		req("karpenter.k8s.aws/instance-category", corev1.NodeSelectorOpIn, "c", "m"),
-	}, func(np *karpv1.NodePool) { np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")} })
+	}, func(np *karpv1.NodePool) {
+		np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	})
 	deployment(t, "limited", "e2e-limits", 10, "1", nil)
 	limit := resource.MustParse("4")
 	var running int
