@@ -51,6 +51,11 @@ run: testbed ## Start a local control plane with the CRDs installed, and Joiner 
 	$(GO) build -o bin/joiner-local ./cmd/joiner-local
 	bin/joiner-local $(RUN_ARGS)
 
+.PHONY: demo
+demo: testbed ## Run the scale-up scenario unattended and print its timeline (pods pending -> NodeClaims -> Nodes Ready -> pods Running).
+	$(GO) build -o bin/joiner-local ./cmd/joiner-local
+	bin/joiner-local --demo
+
 .PHONY: clean
 clean: ## Remove built binaries (not the test-bed cache; see clean-cache).
 	rm -rf bin/

@@ -18,7 +18,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
-	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -49,7 +48,8 @@ type Engine struct {
 	evalTimeout time.Duration
 	parallelism int
 	caps        *ast.Capabilities
-	store       storage.Store
+	store       *snapshotStore // serves data.inventory to OPA
+	inventory   inventory
 	noMetrics   metrics.Metrics
 	caches      virtualCachePool
 
@@ -88,10 +88,11 @@ func New(opts Options) *Engine {
 		evalTimeout: opts.EvalTimeout,
 		parallelism: opts.Parallelism,
 		caps:        Capabilities(),
-		// Values are stored as AST so a policy reading data.inventory gets them without conversion.
-		store:     inmem.NewFromObjectWithOpts(emptyInventory(), inmem.OptReturnASTValuesOnRead(true), inmem.OptRoundTripOnWrite(true)),
-		noMetrics: metrics.NoOp(),
+		store:       newSnapshotStore(ast.NewObject()),
+		noMetrics:   metrics.NoOp(),
 	}
+	e.inventory.store = e.store
+	e.inventory.publish()
 	e.set.Store(&policySet{})
 	return e
 }
@@ -297,7 +298,7 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
 	cancel := topdown.NewCancel()
 	stop := context.AfterFunc(ctx, cancel.Cancel)
 	defer stop()
-	// One read transaction gives all policies the same inventory snapshot.
+	// One transaction pins the inventory snapshot, so all policies of this review see the same one.
 	txn, err := e.store.NewTransaction(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: open inventory transaction: %w", err)

@@ -811,3 +811,49 @@ func TestVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestInventoryUpdateDuringSlowEvaluation checks that a policy running up to its deadline holds up neither
+// inventory updates nor other evaluations, and that the slow evaluation keeps the inventory it started with.
+func TestInventoryUpdateDuringSlowEvaluation(t *testing.T) {
+	ctx := context.Background()
+	slow := policy.Policy{Name: "slow", Match: policy.Match{Kinds: []string{"NodeClaim"}}, Rego: regoFor("test.slow",
+		`violation contains {"msg": sprintf("%d pools", [count(data.inventory.cluster["karpenter.sh/v1"].NodePool)])} if {
+	count([1 | some i in numbers.range(1, 4000); some j in numbers.range(1, 4000); i != j]) > 0
+}`)}
+	counting := policy.Policy{Name: "counting", Match: policy.Match{Kinds: []string{"NodePool"}}, Rego: regoFor("test.counting",
+		`violation contains {"msg": sprintf("%d pools", [count(data.inventory.cluster["karpenter.sh/v1"].NodePool)])} if { true }`)}
+	e := mustEngine(t, policy.Options{EvalTimeout: 3 * time.Second}, slow, counting)
+	if err := e.SetInventory(ctx, []map[string]any{nodePool("a", nil, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	claim := map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": map[string]any{"name": "c"}}
+	done := make(chan []policy.Violation)
+	go func() {
+		vs, _ := e.Evaluate(ctx, mustReview(t, policy.OperationCreate, claim, nil))
+		done <- vs
+	}()
+	time.Sleep(50 * time.Millisecond) // let the slow evaluation start
+
+	start := time.Now()
+	if err := e.SetInventory(ctx, []map[string]any{nodePool("a", nil, nil), nodePool("b", nil, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := e.Evaluate(ctx, mustReview(t, policy.OperationCreate, nodePool("x", nil, nil), nil))
+	if elapsed := time.Since(start); err != nil || elapsed > time.Second {
+		t.Fatalf("update and evaluation during a slow policy took %s (err %v); they must not wait for it", elapsed, err)
+	}
+	if len(vs) != 1 || vs[0].Message != "2 pools" {
+		t.Errorf("new evaluation saw %v, want the updated inventory (2 pools)", vs)
+	}
+	select {
+	case slowVs := <-done:
+		if len(slowVs) != 1 || slowVs[0].IsError() && !errors.Is(slowVs[0].Err, context.DeadlineExceeded) {
+			t.Fatalf("slow evaluation = %v", slowVs)
+		}
+		if !slowVs[0].IsError() && slowVs[0].Message != "1 pools" {
+			t.Errorf("slow evaluation saw %q, want the inventory it started with (1 pools)", slowVs[0].Message)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("slow evaluation did not end")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -31,6 +32,7 @@ type options struct {
 	verbose       bool
 	noJoiner      bool
 	manifests     string
+	demo          bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -51,12 +53,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.assets, "assets", "", "directory of control-plane binaries (default: $JOINER_TESTBED_ASSETS or .cache/testbed/current)")
 	fs.BoolVar(&o.verbose, "v", false, "log progress and Joiner's logs")
 	fs.BoolVar(&o.noJoiner, "no-joiner", false, "start only the control plane, without Joiner")
+	fs.BoolVar(&o.demo, "demo", false, "run the scale-up scenario unattended, print its timeline, and stop")
 	fs.StringVar(&o.manifests, "manifests", "config/samples/local", "manifests applied once Joiner is up (a default LocalNodeClass and NodePool)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %v; see --help", fs.Args())
+	}
+	if o.demo && o.noJoiner {
+		return o, fmt.Errorf("--demo needs Joiner; drop --no-joiner")
 	}
 	if o.apiServerPort < 0 || o.apiServerPort > 65535 {
 		return o, fmt.Errorf("--apiserver-port %d is out of range; use 1-65535, or 0 for a free port", o.apiServerPort)
@@ -151,6 +157,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err := localrun.ApplyManifests(ctx, env.Config, o.manifests); err != nil {
 			return fmt.Errorf("apply %s: %w", o.manifests, err)
 		}
+	}
+	if o.demo {
+		return runDemo(ctx, env.Config, out, 3*time.Minute)
 	}
 	fmt.Fprintf(out, `
 The local cluster is up, with Joiner running on it (webhooks at %s).

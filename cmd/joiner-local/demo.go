@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/operator"
+)
+
+// demoReplicas is how far the demo scales the inflate Deployment.
+const demoReplicas = 10
+
+// timeline records when each milestone of the demo was first seen.
+type timeline struct {
+	start  time.Time
+	events []milestone
+	seen   map[string]bool
+}
+
+type milestone struct {
+	at   time.Duration
+	what string
+}
+
+func (tl *timeline) mark(key, what string) {
+	if tl.seen[key] {
+		return
+	}
+	tl.seen[key] = true
+	tl.events = append(tl.events, milestone{at: time.Since(tl.start), what: what})
+}
+
+func (tl *timeline) print(out io.Writer) {
+	sort.SliceStable(tl.events, func(i, j int) bool { return tl.events[i].at < tl.events[j].at })
+	for _, e := range tl.events {
+		fmt.Fprintf(out, "  %7.2fs  %s\n", e.at.Seconds(), e.what)
+	}
+}
+
+// runDemo scales the inflate Deployment and prints the timeline: pods pending, NodeClaims
+// created, Nodes Ready, pods Running. It returns once every pod runs, or with an error at timeout.
+func runDemo(ctx context.Context, cfg *rest.Config, out io.Writer, timeout time.Duration) error {
+	scheme, err := operator.Scheme()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "inflate"}, d); err != nil {
+		return fmt.Errorf("the demo needs the inflate Deployment of config/samples/local: %w", err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Replicas = ptrInt32(demoReplicas)
+	tl := &timeline{start: time.Now(), seen: map[string]bool{}}
+	if err := c.Patch(ctx, d, patch); err != nil {
+		return fmt.Errorf("scale inflate: %w", err)
+	}
+	fmt.Fprintf(out, "\nScaled deployment inflate to %d replicas of 1 CPU. Timeline:\n", demoReplicas)
+	tl.mark("scaled", fmt.Sprintf("kubectl scale deployment inflate --replicas %d", demoReplicas))
+
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+			return fmt.Errorf("list pods: %w", err)
+		}
+		running := 0
+		for _, p := range pods.Items {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
+					tl.mark("pending", "pods Pending: kube-scheduler found no node (Unschedulable)")
+				}
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+				tl.mark("first-running", fmt.Sprintf("first pod Running on %s", p.Spec.NodeName))
+			}
+		}
+		claims := &karpv1.NodeClaimList{}
+		if err := c.List(ctx, claims); err != nil {
+			return fmt.Errorf("list nodeclaims: %w", err)
+		}
+		for _, nc := range claims.Items {
+			tl.mark("nc-"+nc.Name, fmt.Sprintf("NodeClaim %s created (%s)", nc.Name, describeClaim(&nc)))
+			if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeLaunched) {
+				tl.mark("launched-"+nc.Name, fmt.Sprintf("NodeClaim %s launched: %s %s in %s", nc.Name,
+					nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[karpv1.CapacityTypeLabelKey], nc.Labels[corev1.LabelTopologyZone]))
+			}
+			if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeReady) {
+				tl.mark("ready-"+nc.Name, fmt.Sprintf("Node %s Ready (NodeClaim %s initialized)", nc.Status.NodeName, nc.Name))
+			}
+		}
+		if running == demoReplicas {
+			tl.mark("all-running", fmt.Sprintf("all %d pods Running on %d nodes", demoReplicas, len(claims.Items)))
+			tl.print(out)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tl.print(out)
+	return fmt.Errorf("not every pod was Running within %s", timeout)
+}
+
+func describeClaim(nc *karpv1.NodeClaim) string {
+	for _, r := range nc.Spec.Requirements {
+		if r.Key == corev1.LabelInstanceTypeStable {
+			n := len(r.Values)
+			if n > 3 {
+				return fmt.Sprintf("%d instance-type options: %v…", n, r.Values[:3])
+			}
+			return fmt.Sprintf("instance types %v", r.Values)
+		}
+	}
+	return "any instance type"
+}
+
+func ptrInt32(v int32) *int32 { return &v }
