@@ -10,7 +10,7 @@ import (
 
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	"github.com/joiner-dev/joiner/policy"
-	"github.com/joiner-dev/joiner/webhooks/policyobject"
+	"github.com/joiner-dev/joiner/policy/policyobject"
 )
 
 // ProvisioningPolicyValidator is the validating handler of ProvisioningPolicies

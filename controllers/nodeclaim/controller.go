@@ -226,7 +226,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&karpv1.NodeClaim{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsForNode)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(fieldindex.NodeClaimRequestsForNode(c.kube))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
 		Complete(c)
 	if err != nil {
@@ -235,23 +235,6 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// nodeClaimsForNode maps a Node to the NodeClaims with its provider ID.
-func (c *Controller) nodeClaimsForNode(ctx context.Context, o client.Object) []reconcile.Request {
-	node, ok := o.(*corev1.Node)
-	if !ok {
-		return nil
-	}
-	ncs, err := fieldindex.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
-	if err != nil {
-		log.FromContext(ctx).Error(err, "map node to nodeclaims", "node", node.Name)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(ncs))
-	for i := range ncs {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs[i])})
-	}
-	return reqs
-}
 
 // earliest combines two results: the sooner non-zero RequeueAfter wins.
 func earliest(a, b reconcile.Result) reconcile.Result {

@@ -21,7 +21,7 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	"github.com/joiner-dev/joiner/policy"
-	"github.com/joiner-dev/joiner/webhooks/policyobject"
+	"github.com/joiner-dev/joiner/policy/policyobject"
 )
 
 // Condition reasons of a ProvisioningPolicy's Ready condition.

@@ -289,7 +289,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(NodeClaimControllerName).
 		For(&karpv1.NodeClaim{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsForNode)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(fieldindex.NodeClaimRequestsForNode(c.kube))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
 		Complete(c)
 	if err != nil {
@@ -308,23 +308,6 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// nodeClaimsForNode maps a Node to the NodeClaims with its provider ID.
-func (c *Controller) nodeClaimsForNode(ctx context.Context, o client.Object) []reconcile.Request {
-	node, ok := o.(*corev1.Node)
-	if !ok {
-		return nil
-	}
-	ncs, err := fieldindex.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
-	if err != nil {
-		log.FromContext(ctx).Error(err, "map node to nodeclaims", "node", node.Name)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(ncs))
-	for i := range ncs {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs[i])})
-	}
-	return reqs
-}
 
 // setCondition sets a NodeClaim condition, stamping now as the transition time when its status
 // changes.

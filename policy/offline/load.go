@@ -18,8 +18,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	"github.com/joiner-dev/joiner/policy"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/joiner-dev/joiner/policy/policyobject"
 	"sigs.k8s.io/yaml"
 )
 
@@ -255,29 +256,6 @@ func flatten(source string, v any) ([]Object, error) {
 	return out, nil
 }
 
-// policyManifest is the part of a ProvisioningPolicy manifest the CLI reads.
-type policyManifest struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       policySpec        `json:"spec"`
-	Status     json.RawMessage   `json:"status,omitempty"`
-}
-
-// policySpec mirrors ProvisioningPolicy spec; unknown fields are rejected so typos surface.
-type policySpec struct {
-	Rego              string         `json:"rego"`
-	EnforcementAction string         `json:"enforcementAction,omitempty"`
-	Match             policyMatch    `json:"match,omitempty"`
-	Parameters        map[string]any `json:"parameters,omitempty"`
-}
-
-type policyMatch struct {
-	Kinds             []string              `json:"kinds,omitempty"`
-	Operations        []string              `json:"operations,omitempty"`
-	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
-}
-
 // LoadedPolicy is a policy read from a manifest, with where it came from.
 type LoadedPolicy struct {
 	Policy policy.Policy
@@ -360,28 +338,19 @@ func decodePolicy(d document) (LoadedPolicy, bool, error) {
 	if err != nil {
 		return LoadedPolicy{}, false, fmt.Errorf("%s: %w", d.source, err)
 	}
+	// Decode into the API type, strictly, so typos surface, and convert exactly as the webhook and
+	// the audit controller do.
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	var m policyManifest
-	if err := dec.Decode(&m); err != nil {
+	var pp v1alpha1.ProvisioningPolicy
+	if err := dec.Decode(&pp); err != nil {
 		return LoadedPolicy{}, false, fmt.Errorf("%s: %w; spec fields are rego, enforcementAction, match{kinds, operations, namespaceSelector} and parameters", d.source, err)
 	}
-	lp := LoadedPolicy{
-		Source: d.source,
-		Policy: policy.Policy{
-			Name:              m.Metadata.Name,
-			Generation:        m.Metadata.Generation,
-			Rego:              m.Spec.Rego,
-			EnforcementAction: policy.Action(m.Spec.EnforcementAction),
-			Match: policy.Match{
-				Kinds:             m.Spec.Match.Kinds,
-				Operations:        m.Spec.Match.Operations,
-				NamespaceSelector: m.Spec.Match.NamespaceSelector,
-			},
-			Parameters: m.Spec.Parameters,
-		},
+	p, err := policyobject.ToPolicy(&pp)
+	if err != nil {
+		return LoadedPolicy{}, false, fmt.Errorf("%s: %w", d.source, err)
 	}
+	lp := LoadedPolicy{Source: d.source, Policy: p}
 	lines := strings.Split(string(d.text), "\n")
 	for i, l := range lines {
 		if regoBlock.MatchString(l) {

@@ -10,6 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
@@ -75,4 +78,25 @@ func NodeClaimsForProviderID(ctx context.Context, r client.Reader, providerID st
 		return nil, fmt.Errorf("list nodeclaims with provider id %s: %w", providerID, err)
 	}
 	return ncs.Items, nil
+}
+
+// NodeClaimRequestsForNode returns a handler map function that enqueues the NodeClaims carrying a
+// Node's provider ID, for controllers that watch Nodes on behalf of NodeClaims.
+func NodeClaimRequestsForNode(r client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		node, ok := o.(*corev1.Node)
+		if !ok {
+			return nil
+		}
+		ncs, err := NodeClaimsForProviderID(ctx, r, node.Spec.ProviderID)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "map node to nodeclaims", "node", node.Name)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(ncs))
+		for i := range ncs {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs[i])})
+		}
+		return reqs
+	}
 }

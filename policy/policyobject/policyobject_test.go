@@ -11,7 +11,7 @@ import (
 
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	"github.com/joiner-dev/joiner/policy"
-	"github.com/joiner-dev/joiner/webhooks/policyobject"
+	"github.com/joiner-dev/joiner/policy/policyobject"
 )
 
 const regoOK = `package joiner.test

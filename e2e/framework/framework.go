@@ -1,0 +1,97 @@
+// Package framework starts what the e2e tests run against: a local control plane from the test
+// bed, and Joiner in-process on it (localrun), logging to a file beside the control plane's logs.
+// It holds no assertions; the e2e packages do.
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/joiner-dev/joiner/localrun"
+	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/testbed"
+)
+
+// Cluster is a running control plane with Joiner on it.
+type Cluster struct {
+	Env    *testbed.Env
+	Joiner *localrun.Run
+	// Client is an admin client with Joiner's scheme.
+	Client  client.Client
+	logFile *os.File
+}
+
+// Start brings up the control plane described by bed (its CRDDirs default to config/crd/bases,
+// relative to an e2e package) and runs Joiner on it with opts.
+func Start(ctx context.Context, bed testbed.Options, opts operator.Options) (_ *Cluster, err error) {
+	if len(bed.CRDDirs) == 0 {
+		bed.CRDDirs = []string{filepath.Join("..", "..", "config", "crd", "bases")}
+	}
+	c := &Cluster{}
+	if c.Env, err = testbed.Start(ctx, bed); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.logFile, err = os.Create(filepath.Join(c.Env.LogDir, "joiner.log")); err != nil {
+		return nil, fmt.Errorf("create Joiner's log: %w", err)
+	}
+	f := c.logFile
+	log := funcr.New(func(prefix, args string) { fmt.Fprintln(f, time.Now().Format(time.RFC3339Nano), prefix, args) }, funcr.Options{Verbosity: 1})
+	if c.Joiner, err = localrun.Start(ctx, c.Env.Config, localrun.Options{Operator: opts, Log: log}); err != nil {
+		return nil, fmt.Errorf("start Joiner (logs in %s): %w", c.Env.LogDir, err)
+	}
+	scheme, err := operator.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	if c.Client, err = client.New(c.Env.Config, client.Options{Scheme: scheme}); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return c, nil
+}
+
+// Stop stops Joiner, then the control plane, and reports what failed.
+func (c *Cluster) Stop() error {
+	var errs []error
+	if c.Joiner != nil {
+		if err := c.Joiner.Stop(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("stop Joiner: %w", err))
+		}
+	}
+	if c.logFile != nil {
+		_ = c.logFile.Close()
+	}
+	if c.Env != nil {
+		if err := c.Env.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Main runs an e2e package's tests on a started cluster and returns the exit code; a failure
+// says where the logs are.
+func Main(run func() int, c *Cluster) int {
+	code := run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "logs of Joiner and the control plane are in", c.Env.LogDir, "(set JOINER_TESTBED_KEEP=1 to keep them)")
+	}
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
