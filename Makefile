@@ -7,7 +7,7 @@ GOFLAGS ?=
 CACHE := $(CURDIR)/.cache
 export JOINER_TESTBED_ASSETS ?= $(CACHE)/testbed/current
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen
-GOLANGCI_LINT_VERSION ?= v2.6.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 TEST_TIMEOUT ?= 25m
 
 .PHONY: help

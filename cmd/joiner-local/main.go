@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/joiner-dev/joiner/localrun"
+	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/testbed"
 )
 
@@ -144,6 +145,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		joinerOut = io.MultiWriter(joinerLogFile, os.Stderr)
 	}
 	joinerLog := zap.New(zap.WriteTo(joinerOut))
+	operator.TuneGC()
 	run, err := localrun.Start(ctx, env.Config, localrun.Options{Log: joinerLog})
 	if err != nil {
 		return fmt.Errorf("start Joiner: %w", err)
