@@ -328,3 +328,52 @@ func TestOfflineCheckAgreesWithWebhook(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultingIsIdempotentUnderServerSideApply applies a minimal NodePool twice with server-side
+// apply, through the defaulting and validating webhooks: the second apply must change nothing, and
+// kubectl diff must show no drift, as GitOps tools expect.
+func TestDefaultingIsIdempotentUnderServerSideApply(t *testing.T) {
+	installPolicies(t)
+	manifest := `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: e2e-gitops
+  labels: {joiner.dev/team: team-a}
+spec:
+  limits: {cpu: "20"}
+  template:
+    spec:
+      expireAfter: 168h
+      nodeClassRef: {group: joiner.dev, kind: LocalNodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+`
+	deleteNodePool(t, "e2e-gitops")
+	rv := func() string {
+		np := &karpv1.NodePool{}
+		if err := c.Get(context.Background(), types.NamespacedName{Name: "e2e-gitops"}, np); err != nil {
+			t.Fatal(err)
+		}
+		if np.Spec.Disruption.ConsolidateAfter.String() == "" || len(np.Spec.Disruption.Budgets) == 0 {
+			t.Errorf("defaults missing: %+v", np.Spec.Disruption)
+		}
+		if got := np.Spec.Template.Spec.ExpireAfter.String(); got != "168h" {
+			t.Errorf("expireAfter read back as %q, want the 168h that was written", got)
+		}
+		return np.ResourceVersion
+	}
+	if out, err := kubectlRun(t, manifest, "apply", "--server-side", "--field-manager=gitops", "-f", "-"); err != nil {
+		t.Fatalf("first apply: %v\n%s", err, out)
+	}
+	first := rv()
+	if out, err := kubectlRun(t, manifest, "apply", "--server-side", "--field-manager=gitops", "-f", "-"); err != nil {
+		t.Fatalf("second apply: %v\n%s", err, out)
+	}
+	if second := rv(); second != first {
+		t.Errorf("re-applying the same manifest changed the NodePool (resourceVersion %s -> %s)", first, second)
+	}
+	out, err := kubectlRun(t, manifest, "diff", "--server-side", "--field-manager=gitops", "-f", "-")
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("kubectl diff shows drift (err %v):\n%s", err, out)
+	}
+}
