@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,7 +48,8 @@ type Auditor struct {
 	Log    logr.Logger
 	Metric *Metrics
 
-	trigger chan struct{}
+	initOnce sync.Once // guards trigger: Trigger runs on other goroutines than Start
+	trigger  chan struct{}
 }
 
 // Metrics are the audit's Prometheus metrics.
@@ -83,9 +85,7 @@ func (a *Auditor) Trigger() {
 }
 
 func (a *Auditor) init() {
-	if a.trigger == nil {
-		a.trigger = make(chan struct{}, 1)
-	}
+	a.initOnce.Do(func() { a.trigger = make(chan struct{}, 1) })
 }
 
 // NeedLeaderElection makes the audit run on the leader only.

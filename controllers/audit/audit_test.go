@@ -250,6 +250,9 @@ type wantStatus struct {
 	violations []v1alpha1.AuditViolation
 }
 
+// TestAuditRunOnce runs one audit over a fake cluster and checks each policy's status (totalViolations, at
+// most 20 violations sorted by kind, namespace, name and message, auditTimestamp from the clock), the
+// joiner_audit_violations gauges, the Events (only when a count changes) and the run metrics.
 func TestAuditRunOnce(t *testing.T) {
 	nodePoolOnly := []string{"NodePool"}
 	labelled := map[string]string{"team": "a"}
@@ -498,7 +501,7 @@ func TestAuditRerun(t *testing.T) {
 }
 
 // TestAuditStartAndTrigger runs the Auditor as the manager does: it audits once at start, again when
-// triggered (the periodic interval is far away), and returns when its context ends.
+// triggered (the periodic interval is an hour away), and returns when its context ends.
 func TestAuditStartAndTrigger(t *testing.T) {
 	f := newFixture(t, []*v1alpha1.ProvisioningPolicy{
 		provisioningPolicy("needs-team", v1alpha1.EnforcementDeny, []string{"NodePool"}, regoNeedsTeam),
@@ -510,15 +513,18 @@ func TestAuditStartAndTrigger(t *testing.T) {
 	// Trigger never blocks, even before Start and with a trigger already pending.
 	f.auditor.Trigger()
 	f.auditor.Trigger()
-	<-waitRuns(t, f, 1)
 
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- f.auditor.Start(ctx) }()
-	// The pending trigger and the start-up run give two runs well before the hour-long interval.
-	<-waitRuns(t, f, 2)
+	// The start-up run, then the pending trigger's.
+	waitRuns(t, f, 2)
 	f.auditor.Trigger()
-	<-waitRuns(t, f, 3)
+	waitRuns(t, f, 3)
+	if st := f.status(t, "needs-team"); st.TotalViolations != 1 {
+		t.Errorf("totalViolations %d after the triggered runs, want 1", st.TotalViolations)
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -530,21 +536,39 @@ func TestAuditStartAndTrigger(t *testing.T) {
 	}
 }
 
-// waitRuns returns a channel closed once the fixture's audit has completed at least n runs; it fails the
-// test after 10 s. Before Start, the first run is made here with RunOnce.
-func waitRuns(t *testing.T, f *fixture, n float64) <-chan struct{} {
-	t.Helper()
-	done := make(chan struct{})
-	if n == 1 {
-		if err := f.auditor.RunOnce(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+// TestAuditTriggerWhileStarting calls Trigger from another goroutine while Start begins, as the policy
+// controller (on every replica) does while the leader-elected audit starts. Under the race detector this
+// catches unsynchronised initialisation of the trigger channel; without it, a lost trigger.
+func TestAuditTriggerWhileStarting(t *testing.T) {
+	f := newFixture(t, []*v1alpha1.ProvisioningPolicy{
+		provisioningPolicy("needs-team", v1alpha1.EnforcementDeny, []string{"NodePool"}, regoNeedsTeam),
+	}, []client.Object{nodePool("np-00", nil)})
+	f.auditor.Interval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	triggered := make(chan struct{})
+	go func() {
+		f.auditor.Trigger()
+		close(triggered)
+	}()
+	go func() { done <- f.auditor.Start(ctx) }()
+	<-triggered
+	// Whichever came first, the trigger is not lost: a run follows the start-up run.
+	waitRuns(t, f, 2)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Start: %v", err)
 	}
+}
+
+// waitRuns waits until the fixture's audit has completed at least n runs, and fails the test after 10 s.
+func waitRuns(t *testing.T, f *fixture, n float64) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if runs, _ := f.runs(t); runs >= n {
-			close(done)
-			return done
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the audit did not complete %v runs within 10s", n)

@@ -147,7 +147,7 @@ func (r *PolicyReconciler) changed() {
 }
 
 // Synced reports whether the engine holds the current generation of every ProvisioningPolicy in
-// the cluster. It backs the readiness check: a replica must not admit requests with a stale or
+// the cluster that is not being deleted. It backs the readiness check: a replica must not admit requests with a stale or
 // missing policy set.
 func (r *PolicyReconciler) Synced(ctx context.Context, reader client.Reader) error {
 	list := &joinerv1alpha1.ProvisioningPolicyList{}
@@ -157,6 +157,10 @@ func (r *PolicyReconciler) Synced(ctx context.Context, reader client.Reader) err
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, pp := range list.Items {
+		if !pp.DeletionTimestamp.IsZero() {
+			// Reconcile removed it from the engine on purpose; a finalizer may keep it listed for long.
+			continue
+		}
 		if g, ok := r.synced[pp.Name]; !ok || g != pp.Generation {
 			return fmt.Errorf("policy %s generation %d is not compiled yet", pp.Name, pp.Generation)
 		}

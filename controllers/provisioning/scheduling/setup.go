@@ -12,20 +12,22 @@ import (
 
 // setup holds what newSolver's stages pass to each other.
 type setup struct {
-	in                 Input
+	pods               []*corev1.Pod
+	existing           []*ExistingNode
 	pendingConstraints [][]constraint   // per pending pod
 	existingAnti       [][][]constraint // per existing node, per pod: required anti-affinity
 	existingGroups     [][][]int32      // the same, as groups
 }
 
-// newSolver prepares a simulation: the pods, the NodePools in weight order, the topology groups
-// and domains, the existing nodes with their pods counted, and the NodeClaim each NodePool would
-// open.
-func newSolver(in Input) *solver {
-	s := &solver{opts: in.Options, topo: newTopology(), existingNodes: in.ExistingNodes, reach: map[reachKey]bool{}}
-	st := &setup{in: in}
-	s.preparePods(st)
-	s.prepareNodePools(st)
+// newSolver prepares a simulation on a prepared Scheduler: the pods, the NodePools in weight
+// order with their remaining limits (remaining is indexed like the NodePools given to Prepare),
+// the topology groups and domains, the existing nodes with their pods counted, and the NodeClaim
+// each NodePool would open. It changes nothing in sch.
+func newSolver(sch *Scheduler, pods []*corev1.Pod, existing []*ExistingNode, remaining []corev1.ResourceList) *solver {
+	s := &solver{opts: sch.opts, topo: newTopology(), existingNodes: existing, reach: map[reachKey]bool{}}
+	st := &setup{pods: pods, existing: existing}
+	s.preparePods(st, sch.preferNoSchedule)
+	s.prepareNodePools(st, sch, remaining)
 	s.prepareGroups(st)
 	s.prepareSelection()
 	s.prepareExistingNodes(st)
@@ -34,22 +36,17 @@ func newSolver(in Input) *solver {
 }
 
 // preparePods converts the pending pods and registers the topology keys of every constraint, also
-// of the existing pods' required anti-affinity.
-func (s *solver) preparePods(st *setup) {
-	withSoft := st.in.Options.PreferencePolicy != PreferencePolicyIgnore
-	preferNoSchedule := false
-	for _, np := range st.in.NodePools {
-		for _, t := range np.NodePool.Spec.Template.Spec.Taints {
-			preferNoSchedule = preferNoSchedule || t.Effect == corev1.TaintEffectPreferNoSchedule
-		}
-	}
-	for _, en := range st.in.ExistingNodes {
+// of the existing pods' required anti-affinity. preferNoSchedule says whether some NodePool has
+// a PreferNoSchedule taint.
+func (s *solver) preparePods(st *setup, preferNoSchedule bool) {
+	withSoft := s.opts.PreferencePolicy != PreferencePolicyIgnore
+	for _, en := range st.existing {
 		for _, t := range en.Taints {
 			preferNoSchedule = preferNoSchedule || t.Effect == corev1.TaintEffectPreferNoSchedule
 		}
 	}
-	st.pendingConstraints = make([][]constraint, len(st.in.Pods))
-	for i, pod := range st.in.Pods {
+	st.pendingConstraints = make([][]constraint, len(st.pods))
+	for i, pod := range st.pods {
 		p := newPodInfo(pod, withSoft, preferNoSchedule)
 		p.order = i
 		s.pods = append(s.pods, p)
@@ -66,8 +63,8 @@ func (s *solver) preparePods(st *setup) {
 			s.topo.keyIndex(c.keyName)
 		}
 	}
-	st.existingAnti = make([][][]constraint, len(st.in.ExistingNodes))
-	for n, en := range st.in.ExistingNodes {
+	st.existingAnti = make([][][]constraint, len(st.existing))
+	for n, en := range st.existing {
 		st.existingAnti[n] = make([][]constraint, len(en.Pods))
 		for j, pod := range en.Pods {
 			cs, err := constraintsOf(pod, false)
@@ -84,24 +81,22 @@ func (s *solver) preparePods(st *setup) {
 	}
 }
 
-// prepareNodePools builds the templates in weight order and collects the topology domains their
-// nodes and the existing nodes can be in.
-func (s *solver) prepareNodePools(st *setup) {
-	var daemons []*podInfo
-	for _, ds := range st.in.DaemonSetPods {
-		daemons = append(daemons, newPodInfo(ds, false, false))
-	}
-	for i, np := range st.in.NodePools {
-		s.tmpls = append(s.tmpls, newTemplate(i, np, daemons))
-	}
-	slices.SortStableFunc(s.tmpls, weightOrder)
-	for i, t := range s.tmpls {
-		t.index = i
+// prepareNodePools starts the simulation's templates from the prepared ones (already in weight
+// order) with their remaining limits, and collects the topology domains their nodes and the
+// existing nodes can be in.
+func (s *solver) prepareNodePools(st *setup, sch *Scheduler, remaining []corev1.ResourceList) {
+	for _, pt := range sch.pools {
+		var left corev1.ResourceList
+		if pt.input < len(remaining) {
+			left = remaining[pt.input]
+		}
+		t := newTemplate(pt, left)
+		s.tmpls = append(s.tmpls, t)
 		if t.err == nil {
 			s.topo.addDomains(t.reqs)
 		}
 	}
-	for _, en := range st.in.ExistingNodes {
+	for _, en := range st.existing {
 		for _, k := range s.topo.keys {
 			if v, ok := en.Labels[k.name]; ok {
 				k.domain(v)
@@ -128,8 +123,8 @@ func (s *solver) prepareGroups(st *setup) {
 			p.prefs = append(p.prefs, preference{kind: prefKinds[c.kind], weight: c.weight, group: g})
 		}
 	}
-	st.existingGroups = make([][][]int32, len(st.in.ExistingNodes))
-	for n := range st.in.ExistingNodes {
+	st.existingGroups = make([][][]int32, len(st.existing))
+	for n := range st.existing {
 		st.existingGroups[n] = make([][]int32, len(st.existingAnti[n]))
 		for j, cs := range st.existingAnti[n] {
 			for _, c := range cs {
@@ -200,7 +195,7 @@ func (s *solver) prepareSelection() {
 // prepareExistingNodes adds the existing nodes as bins, with their pods' requests, host ports and
 // topology counted.
 func (s *solver) prepareExistingNodes(st *setup) {
-	for n, en := range st.in.ExistingNodes {
+	for n, en := range st.existing {
 		b := s.existingBin(int32(n), en)
 		for j, pod := range en.Pods {
 			b.used = b.used.plus(podRequests(pod))

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"slices"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // solver holds the state of one simulation.
@@ -32,10 +34,19 @@ type solver struct {
 //
 // Results are always returned. When ctx ends first, the pods not yet placed are reported as
 // unschedulable and the error is ctx.Err().
+//
+// It is Prepare followed by Scheduler.Solve with each NodePool's Remaining; to run several
+// simulations on unchanged NodePools, prepare once and call Scheduler.Solve.
 func Solve(ctx context.Context, in Input) (*Results, error) {
-	s := newSolver(in)
-	s.run(ctx)
-	return s.results(), s.stopped
+	sch, err := Prepare(in.NodePools, in.DaemonSetPods, in.Options)
+	if err != nil {
+		return nil, err
+	}
+	remaining := make([]corev1.ResourceList, len(in.NodePools))
+	for i, np := range in.NodePools {
+		remaining[i] = np.Remaining
+	}
+	return sch.solve(ctx, in.Pods, in.ExistingNodes, remaining)
 }
 
 // count records a pod selected by group g on bin b.

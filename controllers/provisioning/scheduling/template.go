@@ -21,9 +21,12 @@ type itInfo struct {
 	capacity vec
 }
 
-// template is a NodePool prepared for the simulation: what a new NodeClaim from it starts as.
-type template struct {
-	index int
+// poolTemplate is the part of a NodePool's preparation that depends only on the NodePool, its
+// instance types, the DaemonSets and the Options: computed once by Prepare and never changed
+// afterwards, so that any number of simulations, also concurrent ones, share it.
+type poolTemplate struct {
+	index int // position in weight order
+	input int // position in the NodePools given to Prepare
 	pool  *karpv1.NodePool
 	name  string
 	// reqs is what a node from the NodePool may look like: the NodePool's requirements and labels
@@ -34,16 +37,35 @@ type template struct {
 	spec   requirements.Requirements
 	taints []corev1.Taint
 	// its are the instance types compatible with reqs.
-	its       []itInfo
+	its []itInfo
+	// base are the options of reqs; baseHash is reqs.Hash().
 	base      *optionSet
+	baseHash  uint64
 	daemon    vec
 	minValues bool
-	limits    limits
 	// err says why the NodePool cannot launch anything; it is then skipped.
-	err     error
+	err error
+}
+
+// template is a NodePool as one simulation uses it: the shared poolTemplate plus the state the
+// simulation changes (limits reserved so far, option sets computed so far, topology domains).
+type template struct {
+	*poolTemplate
+	limits limits
+	// options caches option sets by requirements hash; pinned caches pinnedOptions.
 	options map[uint64][]*optionSet
+	pinned  map[pinKey]*optionSet
 	// domains are the topology domains reqs already fixes, per topology key; -1 when open.
 	domains []int32
+}
+
+// newTemplate starts a simulation's view of a prepared NodePool with the given remaining limits.
+func newTemplate(pt *poolTemplate, remaining corev1.ResourceList) *template {
+	t := &template{poolTemplate: pt, limits: newLimits(remaining), options: map[uint64][]*optionSet{}}
+	if pt.base != nil {
+		t.options[pt.baseHash] = []*optionSet{pt.base}
+	}
+	return t
 }
 
 // limits track a NodePool's remaining limits against the capacity planned from it. A NodeClaim
@@ -103,11 +125,10 @@ func (l *limits) any() bool {
 
 // optionSet is the instance types of a template that are compatible with one set of NodeClaim
 // requirements, ordered by the price of their cheapest compatible offering. It is shared by every
-// NodeClaim with the same requirements.
+// NodeClaim with the same requirements, and never changed once built.
 type optionSet struct {
 	reqs     requirements.Requirements
-	pinned   map[pinKey]*optionSet // options of reqs with one more key fixed to a value
-	its      []int32               // indices into template.its
+	its      []int32 // indices into template.its
 	price    []float64
 	alloc    [][numCore]int64
 	maxAlloc [numCore]int64
@@ -128,10 +149,10 @@ func (o *optionSet) cheapestFit(t *template, from int, used, add *vec) int {
 	return -1
 }
 
-// newTemplate prepares a NodePool, or returns a template with err set that explains why the
-// NodePool cannot be used.
-func newTemplate(index int, np NodePool, daemonSets []*podInfo) *template {
-	t := &template{index: index, pool: np.NodePool, name: np.NodePool.Name, limits: newLimits(np.Remaining), options: map[uint64][]*optionSet{}}
+// newPoolTemplate prepares a NodePool, or returns a template with err set that explains why the
+// NodePool cannot be used. np.Remaining is not read: limits are per simulation.
+func newPoolTemplate(index int, np NodePool, daemonSets []*podInfo) *poolTemplate {
+	t := &poolTemplate{index: index, input: index, pool: np.NodePool, name: np.NodePool.Name}
 	spec := &np.NodePool.Spec.Template
 	poolReqs, err := requirements.FromNodeSelectorRequirementsWithMinValues(spec.Spec.Requirements...)
 	if err != nil {
@@ -181,7 +202,7 @@ func newTemplate(index int, np NodePool, daemonSets []*podInfo) *template {
 	for i, p := range priced {
 		t.its[i] = itInfo{it: p.it, alloc: capacityOf(p.it.Allocatable()), capacity: vecOf(p.it.Capacity)}
 	}
-	t.base = t.optionsFor(t.reqs)
+	t.base, t.baseHash = t.buildOptions(t.reqs), t.reqs.Hash()
 	for _, ds := range daemonSets {
 		if t.runsDaemon(ds) {
 			t.daemon = t.daemon.plus(ds.req)
@@ -191,7 +212,7 @@ func newTemplate(index int, np NodePool, daemonSets []*podInfo) *template {
 }
 
 // runsDaemon reports whether a DaemonSet pod would run on the template's nodes.
-func (t *template) runsDaemon(ds *podInfo) bool {
+func (t *poolTemplate) runsDaemon(ds *podInfo) bool {
 	if ds.err != nil {
 		return false
 	}
@@ -330,22 +351,25 @@ func (u *typeUnion) requirement(key string) requirements.Requirement {
 	return r
 }
 
-type pinKey struct{ key, value string }
+type pinKey struct {
+	parent     *optionSet
+	key, value string
+}
 
 // pinnedOptions returns the options of parent's requirements with key fixed to value, remembered
-// on parent so that pinning a topology domain costs a map lookup.
+// by the simulation so that pinning a topology domain costs a map lookup.
 func (t *template) pinnedOptions(parent *optionSet, key, value string) *optionSet {
-	pk := pinKey{key, value}
-	if o, ok := parent.pinned[pk]; ok {
+	pk := pinKey{parent, key, value}
+	if o, ok := t.pinned[pk]; ok {
 		return o
 	}
 	reqs := parent.reqs
 	reqs.Add(requirements.In(key, value))
 	o := t.optionsFor(reqs)
-	if parent.pinned == nil {
-		parent.pinned = map[pinKey]*optionSet{}
+	if t.pinned == nil {
+		t.pinned = map[pinKey]*optionSet{}
 	}
-	parent.pinned[pk] = o
+	t.pinned[pk] = o
 	return o
 }
 
@@ -357,6 +381,13 @@ func (t *template) optionsFor(reqs requirements.Requirements) *optionSet {
 			return o
 		}
 	}
+	set := t.buildOptions(reqs)
+	t.options[key] = append(t.options[key], set)
+	return set
+}
+
+// buildOptions computes the option set for NodeClaim requirements reqs.
+func (t *poolTemplate) buildOptions(reqs requirements.Requirements) *optionSet {
 	type opt struct {
 		i     int32
 		price float64
@@ -383,12 +414,11 @@ func (t *template) optionsFor(reqs requirements.Requirements) *optionSet {
 		}
 		set.hasExt = set.hasExt || t.its[o.i].alloc.ext != nil
 	}
-	t.options[key] = append(t.options[key], set)
 	return set
 }
 
 // fittingTypes returns the options from index first on that fit used, in price order.
-func (t *template) fittingTypes(o *optionSet, first int, used *vec) cloudprovider.InstanceTypes {
+func (t *poolTemplate) fittingTypes(o *optionSet, first int, used *vec) cloudprovider.InstanceTypes {
 	var out cloudprovider.InstanceTypes
 	var zero vec
 	for i := first; i >= 0 && i < len(o.its); i++ {
@@ -400,7 +430,7 @@ func (t *template) fittingTypes(o *optionSet, first int, used *vec) cloudprovide
 }
 
 // weightOrder sorts templates by weight (higher first, unset as 0), then by name.
-func weightOrder(a, b *template) int {
+func weightOrder(a, b *poolTemplate) int {
 	wa, wb := int32(0), int32(0)
 	if a.pool.Spec.Weight != nil {
 		wa = *a.pool.Spec.Weight
