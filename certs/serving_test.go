@@ -87,7 +87,7 @@ func TestServingCertHotReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -105,7 +105,7 @@ func TestServingCertHotReload(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		st := conn.ConnectionState()
 		return &st, nil
 	}

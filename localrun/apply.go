@@ -50,7 +50,7 @@ func ApplyManifests(ctx context.Context, cfg *rest.Config, path string) error {
 			if len(u.Object) == 0 {
 				continue
 			}
-			if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("joiner-local"), client.ForceOwnership); err != nil {
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("joiner-local"), client.ForceOwnership); err != nil {
 				return fmt.Errorf("apply %s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
 			}
 		}

@@ -154,7 +154,7 @@ func (r *Run) waitReady(ctx context.Context, timeout time.Duration) error {
 			last = err.Error()
 			return false, nil
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(resp.Body)
 		last = b.String()
@@ -250,7 +250,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

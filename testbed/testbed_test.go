@@ -78,7 +78,7 @@ func TestStartReportsATakenPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	port := l.Addr().(*net.TCPAddr).Port
 	_, err = testbed.Start(context.Background(), testbed.Options{APIServerPort: port})
 	if !errors.Is(err, testbed.ErrPortInUse) {

@@ -176,7 +176,7 @@ func parse(r io.Reader) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: opening gzip stream: %w", err)
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }()
 	var f schema.File
 	if err := json.NewDecoder(zr).Decode(&f); err != nil {
 		return nil, fmt.Errorf("catalog: decoding: %w", err)

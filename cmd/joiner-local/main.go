@@ -139,7 +139,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("create Joiner's log: %w", err)
 	}
-	defer joinerLogFile.Close()
+	defer func() { _ = joinerLogFile.Close() }()
 	var joinerOut io.Writer = joinerLogFile
 	if o.verbose {
 		joinerOut = io.MultiWriter(joinerLogFile, os.Stderr)

@@ -40,7 +40,7 @@ func Start(ctx context.Context, bed testbed.Options, opts operator.Options) (_ *
 	}
 	defer func() {
 		if err != nil {
-			c.Stop()
+			_ = c.Stop()
 		}
 	}()
 	if c.logFile, err = os.Create(filepath.Join(c.Env.LogDir, "joiner.log")); err != nil {

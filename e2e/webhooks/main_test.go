@@ -50,7 +50,7 @@ func setup(m *testing.M) int {
 		_ = cluster.Stop()
 		return 1
 	}
-	defer os.RemoveAll(bin)
+	defer func() { _ = os.RemoveAll(bin) }()
 	joinerBin = filepath.Join(bin, "joiner")
 	if out, err := exec.Command("go", "build", "-o", joinerBin, "../../cmd/joiner").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build joiner: %v\n%s", err, out)

@@ -8,8 +8,9 @@
 package v1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // Group is the API group of the AWS provider's node class.
@@ -20,12 +21,15 @@ var (
 	GroupVersion = schema.GroupVersion{Group: Group, Version: "v1"}
 
 	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this package to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
-func init() {
-	SchemeBuilder.Register(&EC2NodeClass{}, &EC2NodeClassList{})
+// addKnownTypes registers the kinds of this package and the meta types of its group version.
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &EC2NodeClass{}, &EC2NodeClassList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }

@@ -6,8 +6,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -15,8 +16,15 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "joiner.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the kinds of this package.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// addKnownTypes registers the kinds of this package and the meta types of its group version.
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &LocalNodeClass{}, &LocalNodeClassList{}, &ProvisioningPolicy{}, &ProvisioningPolicyList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -67,7 +67,3 @@ type LocalNodeClassList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LocalNodeClass `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&LocalNodeClass{}, &LocalNodeClassList{})
-}

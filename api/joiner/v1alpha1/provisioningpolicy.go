@@ -129,7 +129,3 @@ type ProvisioningPolicyList struct {
 
 // ConditionReady is the root condition of Joiner's own kinds.
 const ConditionReady = "Ready"
-
-func init() {
-	SchemeBuilder.Register(&ProvisioningPolicy{}, &ProvisioningPolicyList{})
-}

@@ -8,8 +8,9 @@
 package v1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // Group is the API group of NodePool and NodeClaim.
@@ -20,7 +21,7 @@ var (
 	GroupVersion = schema.GroupVersion{Group: Group, Version: "v1"}
 
 	// SchemeBuilder collects the types of this package so they can be added to a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds NodePool, NodePoolList, NodeClaim and NodeClaimList to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
@@ -32,6 +33,9 @@ func Resource(resource string) schema.GroupResource {
 	return GroupVersion.WithResource(resource).GroupResource()
 }
 
-func init() {
-	SchemeBuilder.Register(&NodePool{}, &NodePoolList{}, &NodeClaim{}, &NodeClaimList{})
+// addKnownTypes registers the kinds of this package and the meta types of its group version.
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &NodePool{}, &NodePoolList{}, &NodeClaim{}, &NodeClaimList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }

@@ -190,7 +190,7 @@ func downloadPrices() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("creating temp folder: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte("module catalogprices\n\ngo 1.26\n"), 0o644); err != nil {
 		return "", fmt.Errorf("writing temp go.mod: %w", err)
 	}
@@ -261,7 +261,7 @@ func readGzipJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	zr, err := gzip.NewReader(f)
 	if err != nil {
 		return fmt.Errorf("reading gzip %s: %w", path, err)
