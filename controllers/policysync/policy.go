@@ -82,15 +82,21 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	cond := metav1.Condition{Type: joinerv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
 		Message: "the policy is compiled and enforced", ObservedGeneration: pp.Generation}
 	status := pp.Status.DeepCopy()
-	status.CompiledGeneration = pp.Generation
-	status.CompileError = ""
 	if compileErr != nil {
+		// CompiledGeneration keeps naming the last generation that compiled; the failed one matches
+		// reviews with an error result, so a Deny policy fails closed until it is fixed.
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonCompileFailed, compileErr.Error()
+		if pp.Status.CompileError != compileErr.Error() {
+			r.Recorder.Eventf(pp, nil, "Warning", ReasonCompileFailed, "Compile", "%s", compileErr.Error())
+		}
 		status.CompileError = compileErr.Error()
-		r.Recorder.Eventf(pp, nil, "Warning", ReasonCompileFailed, "Compile", "%s", compileErr.Error())
 		logger.Info("policy failed to compile", "policy", pp.Name, "error", compileErr.Error())
-	} else if pp.Status.CompiledGeneration != pp.Generation {
-		r.Recorder.Eventf(pp, nil, "Normal", ReasonCompiled, "Compile", "generation %d compiled", pp.Generation)
+	} else {
+		if pp.Status.CompiledGeneration != pp.Generation {
+			r.Recorder.Eventf(pp, nil, "Normal", ReasonCompiled, "Compile", "generation %d compiled", pp.Generation)
+		}
+		status.CompiledGeneration = pp.Generation
+		status.CompileError = ""
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if err := r.patchStatus(ctx, pp, status); err != nil {

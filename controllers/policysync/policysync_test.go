@@ -277,8 +277,14 @@ func TestPolicyReconcilerCompiles(t *testing.T) {
 			if got.Status.CompileError != tc.wantError {
 				t.Errorf("compileError %q, want %q", got.Status.CompileError, tc.wantError)
 			}
-			if tc.wantReady == metav1.ConditionTrue && got.Status.CompiledGeneration != tc.pp.Generation {
-				t.Errorf("compiledGeneration %d, want %d", got.Status.CompiledGeneration, tc.pp.Generation)
+			// compiledGeneration names the last generation that compiled: the reviewed one when it
+			// compiles, and whatever it was before when it does not.
+			wantCompiled := tc.pp.Status.CompiledGeneration
+			if tc.wantReady == metav1.ConditionTrue {
+				wantCompiled = tc.pp.Generation
+			}
+			if got.Status.CompiledGeneration != wantCompiled {
+				t.Errorf("compiledGeneration %d, want %d", got.Status.CompiledGeneration, wantCompiled)
 			}
 			if got.Status.TotalViolations != 4 {
 				t.Errorf("totalViolations %d; the audit's status fields must survive compiling", got.Status.TotalViolations)
