@@ -349,7 +349,7 @@ spec:
         - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
 `
 	deleteNodePool(t, "e2e-gitops")
-	rv := func() string {
+	generation := func() int64 {
 		np := &karpv1.NodePool{}
 		if err := c.Get(context.Background(), types.NamespacedName{Name: "e2e-gitops"}, np); err != nil {
 			t.Fatal(err)
@@ -360,17 +360,17 @@ spec:
 		if got := np.Spec.Template.Spec.ExpireAfter.String(); got != "168h" {
 			t.Errorf("expireAfter read back as %q, want the 168h that was written", got)
 		}
-		return np.ResourceVersion
+		return np.Generation
 	}
 	if out, err := kubectlRun(t, manifest, "apply", "--server-side", "--field-manager=gitops", "-f", "-"); err != nil {
 		t.Fatalf("first apply: %v\n%s", err, out)
 	}
-	first := rv()
+	first := generation()
 	if out, err := kubectlRun(t, manifest, "apply", "--server-side", "--field-manager=gitops", "-f", "-"); err != nil {
 		t.Fatalf("second apply: %v\n%s", err, out)
 	}
-	if second := rv(); second != first {
-		t.Errorf("re-applying the same manifest changed the NodePool (resourceVersion %s -> %s)", first, second)
+	if second := generation(); second != first {
+		t.Errorf("re-applying the same manifest changed the NodePool's spec (generation %d -> %d)", first, second)
 	}
 	out, err := kubectlRun(t, manifest, "diff", "--server-side", "--field-manager=gitops", "-f", "-")
 	if err != nil || strings.TrimSpace(out) != "" {
