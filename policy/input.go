@@ -72,6 +72,6 @@ func objectTerm(obj map[string]any) (*ast.Term, error) {
 }
 
 // inputValue is the input document for one policy: the shared review plus the policy's own parameters.
-func inputValue(review, params *ast.Term) ast.Value {
+func inputValue(review, params *ast.Term) ast.Object {
 	return ast.NewObject(ast.Item(keyReview, review), ast.Item(keyParameters, params))
 }
