@@ -234,21 +234,31 @@ func TestNodePoolLimitsAreNeverExceeded(t *testing.T) {
 	if running == 0 || running >= 10 {
 		t.Fatalf("%d of 10 pods run; want some running within the 4-CPU limit and the rest pending", running)
 	}
-	// A pending pod is told why.
-	var pending *corev1.Pod
-	for _, p := range pods(t, "limited") {
-		if p.Status.Phase == corev1.PodPending {
-			pending = &p
-			break
+	// The pending pods are told why: an Event names the NodePool and its limit.
+	var seen []string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("FailedProvisioning events on pending pods: %q", seen)
 		}
-	}
-	eventually(t, 20*time.Second, "a FailedProvisioning event naming the limit", func(ctx context.Context) (bool, error) {
+	})
+	eventually(t, 30*time.Second, "a FailedProvisioning event naming the limit on a pending pod", func(ctx context.Context) (bool, error) {
+		pending := map[string]bool{}
+		for _, p := range pods(t, "limited") {
+			if p.Status.Phase == corev1.PodPending {
+				pending[p.Name] = true
+			}
+		}
 		evs := &eventsv1.EventList{}
 		if err := c.List(ctx, evs, client.InNamespace("default")); err != nil {
 			return false, nil
 		}
+		seen = seen[:0]
 		for _, e := range evs.Items {
-			if e.Regarding.Name == pending.Name && e.Reason == "FailedProvisioning" && strings.Contains(e.Note, "e2e-limits") && strings.Contains(e.Note, "limit") {
+			if !pending[e.Regarding.Name] || e.Reason != "FailedProvisioning" {
+				continue
+			}
+			seen = append(seen, e.Note)
+			if strings.Contains(e.Note, "e2e-limits") && strings.Contains(e.Note, "limit") {
 				return true, nil
 			}
 		}
