@@ -45,12 +45,12 @@ func TestBatcher(t *testing.T) {
 						t.Fatalf("batch closed after %v, want %v", got, tt.want)
 					}
 					return
-				case <-time.After(50 * time.Millisecond):
+				case <-time.After(250 * time.Millisecond):
 				}
 				if next < len(tt.triggers) && elapsed == tt.triggers[next] {
 					b.Trigger()
 					next++
-					time.Sleep(20 * time.Millisecond) // let Wait reset its idle timer
+					time.Sleep(100 * time.Millisecond) // let Wait reset its idle timer
 				}
 				clk.Step(250 * time.Millisecond)
 			}
