@@ -83,6 +83,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, os.Stdout); err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "joiner-local: interrupted; everything it had started is stopped")
+			os.Exit(130)
+		}
 		fmt.Fprintln(os.Stderr, "joiner-local:", err)
 		os.Exit(1)
 	}
