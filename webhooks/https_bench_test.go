@@ -588,7 +588,7 @@ func (c *loadClient) openLoop(ctx context.Context, rate float64, requests int) l
 // the client's own dispatch delay), cpu-µs/req (CPU time of the whole process, client included,
 // per review: the cost of a review whatever else the machine runs) and failed (reviews that errored, were not HTTP 200 or were
 // not a clean admission); any failure fails the benchmark. Run it with
-// GOMAXPROCS=2 go test -run xxx -bench WebhookHTTPS -benchtime 1x -count 3 ./webhooks/
+// GOMAXPROCS=2 go test -run '^$' -bench WebhookHTTPS -benchtime 1x -count 3 ./webhooks/
 func BenchmarkWebhookHTTPS(b *testing.B) {
 	before := gcPercent()
 	b.Cleanup(func() { debug.SetGCPercent(before) })
