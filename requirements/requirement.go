@@ -140,20 +140,39 @@ func (r Requirement) Values() []string {
 	return r.values
 }
 
-// Len returns the number of allowed values: the size of a finite set, the size of a bounded
-// integer range less its exclusions, or math.MaxInt when unbounded.
+// Len returns the number of allowed values: the size of a finite set, the size of an integer
+// range less its exclusions (capped at math.MaxInt), or math.MaxInt when unbounded.
 func (r Requirement) Len() int {
 	if !r.complement {
 		return len(r.values)
 	}
-	if !r.hasLower || !r.hasUpper {
+	size, bounded := integerRange(r.hasLower, r.lower, r.hasUpper, r.upper)
+	if !bounded {
 		return math.MaxInt
 	}
-	n := rangeSize(r.lower, r.upper) - uint64(len(r.values))
-	if n > math.MaxInt {
-		return math.MaxInt
+	excluded := uint64(len(r.values))
+	if excluded >= size {
+		return 0
 	}
-	return int(n)
+	if n := size - excluded; n < math.MaxInt {
+		return int(n)
+	}
+	return math.MaxInt
+}
+
+// integerRange returns how many int64 values lie strictly between the exclusive bounds. A missing
+// bound is the end of the int64 range, since a bounded label value must parse as an int64: Gt of
+// the largest int64 allows nothing. bounded is false when neither bound is set.
+func integerRange(hasLower bool, lower int64, hasUpper bool, upper int64) (size uint64, bounded bool) {
+	switch {
+	case hasLower && hasUpper:
+		return rangeSize(lower, upper), true
+	case hasLower: // (lower, MaxInt64], computed modulo 2^64
+		return uint64(math.MaxInt64) - uint64(lower), true
+	case hasUpper: // [MinInt64, upper): upper + 2^63, computed modulo 2^64
+		return uint64(upper) + 1<<63, true
+	}
+	return 0, false
 }
 
 // Single returns the only allowed value when r requires the label with exactly one value.
@@ -294,10 +313,10 @@ func (r Requirement) Intersects(o Requirement) bool {
 	}
 	hasLower, lower := tighterLower(r, o)
 	hasUpper, upper := tighterUpper(r, o)
-	if !hasLower || !hasUpper {
-		return true // infinitely many integers or strings remain, finitely many are excluded
+	size, bounded := integerRange(hasLower, lower, hasUpper, upper)
+	if !bounded {
+		return true // infinitely many strings remain, finitely many are excluded
 	}
-	size := rangeSize(lower, upper)
 	if size == 0 {
 		return false
 	}
@@ -317,7 +336,7 @@ func (r Requirement) Intersects(o Requirement) bool {
 			i++
 			j++
 		}
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > lower && n < upper {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && (!hasLower || n > lower) && (!hasUpper || n < upper) {
 			excluded++
 		}
 	}

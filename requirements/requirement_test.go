@@ -1,6 +1,7 @@
 package requirements
 
 import (
+	"math"
 	"math/rand"
 	"strconv"
 	"testing"
@@ -279,5 +280,41 @@ func TestLenAndSingle(t *testing.T) {
 	}
 	if Exists("k").Len() <= 1<<40 {
 		t.Errorf("Exists should be unbounded")
+	}
+}
+
+// TestHalfBoundedRangesEndAtInt64 checks that a bound on one side only still ends at the int64
+// range, since bounded label values must parse as int64: Gt of the largest int64 allows nothing.
+func TestHalfBoundedRangesEndAtInt64(t *testing.T) {
+	maxInt, minInt := strconv.FormatInt(math.MaxInt64, 10), strconv.FormatInt(math.MinInt64, 10)
+	req := func(op corev1.NodeSelectorOperator, v string) Requirement {
+		r, err := NewRequirement("k", op, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tests := []struct {
+		name  string
+		a, b  Requirement
+		empty bool
+	}{
+		{"Gt max", req(corev1.NodeSelectorOpGt, maxInt), Exists("k"), true},
+		{"Gte max", req(karpv1.NodeSelectorOpGte, maxInt), Exists("k"), false},
+		{"Gte max without max", req(karpv1.NodeSelectorOpGte, maxInt), NotIn("k", maxInt), true},
+		{"Lt min", req(corev1.NodeSelectorOpLt, minInt), Exists("k"), true},
+		{"Lte min without min", req(karpv1.NodeSelectorOpLte, minInt), NotIn("k", minInt), true},
+		{"Gt large leaves many", req(corev1.NodeSelectorOpGt, "10"), NotIn("k", "11", "12"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.a.Intersect(tt.b)
+			if in.IsEmpty() != tt.empty {
+				t.Errorf("%s: IsEmpty %v, want %v (Len %d)", in, in.IsEmpty(), tt.empty, in.Len())
+			}
+			if tt.a.Intersects(tt.b) == tt.empty {
+				t.Errorf("Intersects(%s, %s) = %v, want %v", tt.a, tt.b, !tt.empty, !tt.empty)
+			}
+		})
 	}
 }

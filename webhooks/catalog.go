@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
@@ -84,7 +82,7 @@ func catalogFindings(cs []constraint, types []InstanceTypeLabels) []string {
 		distinct := map[string]struct{}{}
 		for _, it := range survivors {
 			for _, v := range it[c.key] {
-				if valueSatisfies(c, v) {
+				if c.req.Has(v) {
 					distinct[v] = struct{}{}
 				}
 			}
@@ -136,55 +134,8 @@ func knownKeys(cs []constraint, types []InstanceTypeLabels) map[string]bool {
 // satisfiedBy reports whether some node of instance type it meets c. The key is known to the catalog.
 func satisfiedBy(it InstanceTypeLabels, c constraint) bool {
 	vals := it[c.key]
-	switch c.op {
-	case corev1.NodeSelectorOpExists:
-		return len(vals) > 0
-	case corev1.NodeSelectorOpDoesNotExist:
-		return len(vals) == 0
-	case corev1.NodeSelectorOpNotIn:
-		if len(vals) == 0 {
-			return true
-		}
+	if len(vals) == 0 {
+		return c.req.Matches("", false)
 	}
-	for _, v := range vals {
-		if valueSatisfies(c, v) {
-			return true
-		}
-	}
-	return false
-}
-
-// valueSatisfies reports whether the label value v meets c.
-func valueSatisfies(c constraint, v string) bool {
-	switch c.op {
-	case corev1.NodeSelectorOpIn:
-		return slices.Contains(c.values, v)
-	case corev1.NodeSelectorOpNotIn:
-		return !slices.Contains(c.values, v)
-	case corev1.NodeSelectorOpExists:
-		return true
-	case corev1.NodeSelectorOpDoesNotExist:
-		return false
-	}
-	if !isBound(c.op) || len(c.values) != 1 {
-		return true // malformed; CEL rejects it
-	}
-	bound, err := strconv.ParseInt(c.values[0], 10, 64)
-	if err != nil {
-		return true
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return false
-	}
-	switch c.op {
-	case corev1.NodeSelectorOpGt:
-		return n > bound
-	case corev1.NodeSelectorOpLt:
-		return n < bound
-	case karpv1.NodeSelectorOpGte:
-		return n >= bound
-	default:
-		return n <= bound
-	}
+	return slices.ContainsFunc(vals, c.req.Has)
 }

@@ -2,14 +2,13 @@ package webhooks
 
 import (
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/requirements"
 )
 
 // constraint is one restriction on a node label: a node requirement, or a template label (which pins the
@@ -26,6 +25,8 @@ type constraint struct {
 	minValues   *int
 	// label is set for a template label rather than a requirement.
 	label bool
+	// req is what the constraint allows (see requirementOf).
+	req requirements.Requirement
 }
 
 // String renders the constraint as the user wrote it: "key In [a, b]", "key Exists", "key Gt 4" or, for a
@@ -67,6 +68,7 @@ func constraintsOf(labelsField string, labels map[string]string, requirementsFie
 			op:     corev1.NodeSelectorOpIn,
 			values: []string{labels[k]},
 			label:  true,
+			req:    requirementOf(k, corev1.NodeSelectorOpIn, []string{labels[k]}),
 		})
 	}
 	for i, r := range reqs {
@@ -77,6 +79,7 @@ func constraintsOf(labelsField string, labels map[string]string, requirementsFie
 			op:        r.Operator,
 			values:    r.Values,
 			minValues: r.MinValues,
+			req:       requirementOf(r.Key, r.Operator, r.Values),
 		})
 	}
 	return out
@@ -90,11 +93,14 @@ func constraintsOf(labelsField string, labels map[string]string, requirementsFie
 func contradictions(cs []constraint) []string {
 	var out []string
 	byKey := map[string][]constraint{}
-	domains := map[string]domain{}
+	allowed := map[string]requirements.Requirement{}
 	for _, c := range cs {
-		d := domains[c.key].with(c)
-		if d.satisfiable() {
-			domains[c.key] = d
+		sofar, ok := allowed[c.key]
+		if !ok {
+			sofar = requirements.Any(c.key)
+		}
+		if next := sofar.Intersect(c.req); !next.IsEmpty() {
+			allowed[c.key] = next
 			byKey[c.key] = append(byKey[c.key], c)
 			continue
 		}
@@ -105,11 +111,11 @@ func contradictions(cs []constraint) []string {
 
 func explainContradiction(c constraint, earlier []constraint) string {
 	for _, p := range earlier {
-		if !(domain{}).with(p).with(c).satisfiable() {
+		if !p.req.Intersects(c.req) {
 			return fmt.Sprintf("%s: %s contradicts %s (%s); no node can satisfy both, remove one or change its values", c.field, c, p.field, p)
 		}
 	}
-	if !(domain{}).with(c).satisfiable() {
+	if c.req.IsEmpty() {
 		return fmt.Sprintf("%s: %s matches no label value; change its values", c.field, c)
 	}
 	descs := make([]string, len(earlier))
@@ -119,139 +125,21 @@ func explainContradiction(c constraint, earlier []constraint) string {
 	return fmt.Sprintf("%s: %s contradicts the earlier constraints on %s (%s); no node can satisfy all of them, remove or change one", c.field, c, c.rawKey, strings.Join(descs, "; "))
 }
 
-// domain is the set of values one label may take under a conjunction of constraints. The zero value
-// allows anything, including the label being absent.
-type domain struct {
-	exists, absent bool
-	// in is the allowed values; nil means any value.
-	in map[string]struct{}
-	// notIn is the excluded values.
-	notIn map[string]struct{}
-	// lo and hi bound integer values, inclusive, when hasLo/hasHi. empty marks bounds that can never
-	// hold (Gt of the largest integer).
-	lo, hi       int64
-	hasLo, hasHi bool
-	empty        bool
-}
-
-// with returns d narrowed by c. It never modifies d's maps, so domains can be shared. Constraints with
-// malformed values (which the CRD's CEL rejects) do not narrow the domain.
-func (d domain) with(c constraint) domain {
-	switch c.op {
-	case corev1.NodeSelectorOpIn:
-		d.exists = true
-		next := make(map[string]struct{}, len(c.values))
-		for _, v := range c.values {
-			if _, ok := d.in[v]; d.in == nil || ok {
-				next[v] = struct{}{}
-			}
-		}
-		d.in = next
-	case corev1.NodeSelectorOpNotIn:
-		next := make(map[string]struct{}, len(d.notIn)+len(c.values))
-		for v := range d.notIn {
-			next[v] = struct{}{}
-		}
-		for _, v := range c.values {
-			next[v] = struct{}{}
-		}
-		d.notIn = next
-	case corev1.NodeSelectorOpExists:
-		d.exists = true
-	case corev1.NodeSelectorOpDoesNotExist:
-		d.absent = true
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, karpv1.NodeSelectorOpGte, karpv1.NodeSelectorOpLte:
-		if len(c.values) != 1 {
-			return d
-		}
-		n, err := strconv.ParseInt(c.values[0], 10, 64)
-		if err != nil {
-			return d
-		}
-		d.exists = true
-		switch c.op {
-		case corev1.NodeSelectorOpGt:
-			if n == math.MaxInt64 {
-				d.empty = true
-				return d
-			}
-			d.raiseLo(n + 1)
-		case karpv1.NodeSelectorOpGte:
-			d.raiseLo(n)
-		case corev1.NodeSelectorOpLt:
-			if n == math.MinInt64 {
-				d.empty = true
-				return d
-			}
-			d.lowerHi(n - 1)
-		case karpv1.NodeSelectorOpLte:
-			d.lowerHi(n)
-		}
+// requirementOf is what a constraint allows, in the requirement algebra the scheduler uses.
+// Malformed constraints (which the CRD's CEL rejects) constrain nothing, except In without values,
+// which no value satisfies. Integer bounds also imply a non-negative value: label values cannot
+// start with '-'.
+func requirementOf(key string, op corev1.NodeSelectorOperator, values []string) requirements.Requirement {
+	r, err := requirements.NewRequirement(key, op, values...)
+	switch {
+	case err == nil && isBound(op):
+		nonNegative, _ := requirements.NewRequirement(key, karpv1.NodeSelectorOpGte, "0")
+		return r.Intersect(nonNegative)
+	case err == nil:
+		return r
+	case op == corev1.NodeSelectorOpIn:
+		return requirements.In(key)
+	default:
+		return requirements.Any(key)
 	}
-	return d
-}
-
-func (d *domain) raiseLo(n int64) {
-	if !d.hasLo || n > d.lo {
-		d.lo, d.hasLo = n, true
-	}
-}
-
-func (d *domain) lowerHi(n int64) {
-	if !d.hasHi || n < d.hi {
-		d.hi, d.hasHi = n, true
-	}
-}
-
-func (d domain) inBounds(v string) bool {
-	if !d.hasLo && !d.hasHi {
-		return true
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return false
-	}
-	return (!d.hasLo || n >= d.lo) && (!d.hasHi || n <= d.hi)
-}
-
-// satisfiable reports whether some node label value (or the label's absence) meets every constraint.
-func (d domain) satisfiable() bool {
-	if d.exists && d.absent || d.empty {
-		return false
-	}
-	if !d.exists {
-		// The label may be absent, which satisfies NotIn and DoesNotExist.
-		return true
-	}
-	if d.in != nil {
-		for v := range d.in {
-			if _, excluded := d.notIn[v]; !excluded && d.inBounds(v) {
-				return true
-			}
-		}
-		return false
-	}
-	if !d.hasLo && !d.hasHi {
-		return true // any value outside the finite NotIn list
-	}
-	// Integer label values only. Label values cannot start with '-', so they are at least 0.
-	lo, hi := int64(0), int64(math.MaxInt64)
-	if d.hasLo && d.lo > lo {
-		lo = d.lo
-	}
-	if d.hasHi {
-		hi = d.hi
-	}
-	if lo > hi {
-		return false
-	}
-	if uint64(hi-lo) >= uint64(len(d.notIn)) {
-		return true // more integers in range than excluded values
-	}
-	for i := int64(0); i <= hi-lo; i++ {
-		if _, excluded := d.notIn[strconv.FormatInt(lo+i, 10)]; !excluded {
-			return true
-		}
-	}
-	return false
 }
