@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
+	"github.com/joiner-dev/joiner/cloudprovider/local"
 	"github.com/joiner-dev/joiner/operator"
 )
 
@@ -37,7 +39,7 @@ type Options struct {
 	// the working directory upwards).
 	WebhookDir string
 	// Operator are passed to operator.New; the webhook address, probe address, namespace and
-	// leader election are set by Start.
+	// leader election are set by Start, and a nil CloudProvider means the local provider.
 	Operator operator.Options
 	// ReadyTimeout bounds the wait for readiness (default 60s).
 	ReadyTimeout time.Duration
@@ -88,9 +90,12 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Run, err err
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
+	if o.CloudProvider == nil {
+		o.CloudProvider = local.Factory(local.Options{Log: o.Log.WithName("local-provider")})
+	}
 	// controller-runtime logs through its own root logger too (webhook requests); route it here.
 	ctrllog.SetLogger(o.Log)
-	scheme, err := operator.Scheme()
+	scheme, err := apischeme.New()
 	if err != nil {
 		return nil, err
 	}

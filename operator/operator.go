@@ -15,28 +15,20 @@ import (
 
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
-	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
-	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/certs"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/cloudprovider/local"
-	"github.com/joiner-dev/joiner/controllers/audit"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim"
-	"github.com/joiner-dev/joiner/controllers/nodeclass"
-	"github.com/joiner-dev/joiner/controllers/policysync"
-	"github.com/joiner-dev/joiner/controllers/provisioning"
+	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/webhooks"
 )
@@ -52,9 +44,6 @@ const (
 	DefaultQPS   = 200
 	DefaultBurst = 300
 )
-
-// CloudProviderLocal is the local provider, which simulates instances as kwok Nodes.
-const CloudProviderLocal = "local"
 
 // Names of Joiner's own objects, shared by the manifests in config/ and the chart.
 const (
@@ -94,19 +83,18 @@ type Options struct {
 	TLSMinVersion uint16
 	// CertLifetimes override the certificate lifetimes (tests use short ones).
 	CertLifetimes CertLifetimes
-	// AuditInterval is the period of the audit (default audit.DefaultInterval).
-	AuditInterval time.Duration
 	// GracefulShutdown bounds how long runnables get to stop (default 30s).
 	GracefulShutdown time.Duration
-	// CloudProvider names the provider: "local" (default) simulates instances as kwok Nodes.
-	CloudProvider string
-	// LocalFailures injects failures into the local provider (tests); nil injects none.
-	LocalFailures *local.Failures
-	// NodeClaims tunes the NodeClaim lifecycle, termination, garbage collection and NodePool
-	// status controllers.
-	NodeClaims nodeclaim.Dependencies
-	// Provisioning tunes the provisioner (batching, scheduling simulation).
-	Provisioning provisioning.Options
+	// CloudProvider builds the cloud provider (and the controllers it owns) once the manager
+	// exists. Required: the binaries choose it from their flags.
+	CloudProvider cloudprovider.Factory
+	// Controllers tune the controllers (TTLs, intervals, batching).
+	Controllers controllers.Options
+	// Registerer receives every metric the operator declares; nil means controller-runtime's
+	// metrics.Registry, which the metrics endpoint serves.
+	Registerer prometheus.Registerer
+	// Clock is injected into every controller; nil means the real clock.
+	Clock clock.Clock
 	// Log is the root logger.
 	Log logr.Logger
 }
@@ -144,24 +132,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
-	if o.CloudProvider == "" {
-		o.CloudProvider = CloudProviderLocal
+	if o.CloudProvider == nil {
+		return o, errors.New("a cloud provider is required (Options.CloudProvider)")
 	}
-	if o.CloudProvider != CloudProviderLocal {
-		return o, fmt.Errorf("--cloud-provider %q is not available in this build; use %s", o.CloudProvider, CloudProviderLocal)
+	if o.Registerer == nil {
+		o.Registerer = metrics.Registry
 	}
 	return o, nil
-}
-
-// Scheme returns a scheme with the Kubernetes kinds and all of Joiner's API kinds.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, joinerv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("build scheme: %w", err)
-		}
-	}
-	return s, nil
 }
 
 // Operator is an assembled, not yet started, manager.
@@ -181,7 +158,7 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := Scheme()
+	scheme, err := apischeme.New()
 	if err != nil {
 		return nil, err
 	}
@@ -219,13 +196,11 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 	if err := op.setupCerts(serving); err != nil {
 		return nil, err
 	}
-	if err := op.setupProvisioning(); err != nil {
-		if op.stopProvider != nil {
-			op.stopProvider()
-		}
+	if err := op.setupControllers(); err != nil {
+		op.stopProvider()
 		return nil, err
 	}
-	if err := op.setupPolicy(); err != nil {
+	if err := op.setupWebhooks(); err != nil {
 		op.stopProvider()
 		return nil, err
 	}
@@ -249,7 +224,7 @@ func (op *Operator) setupCerts(serving *certs.ServingCert) error {
 	o := op.opts
 	mutating := []string{MutatingDefaulting, PodTenancyWebhookConfigurationName}
 	validating := []string{ValidatingValidation, PodTenancyWebhookConfigurationName}
-	m, err := certs.NewMetrics(metrics.Registry)
+	m, err := certs.NewMetrics(o.Registerer)
 	if err != nil {
 		return fmt.Errorf("certificate metrics: %w", err)
 	}
@@ -295,33 +270,12 @@ func (op *Operator) setupCerts(serving *certs.ServingCert) error {
 	}
 }
 
-func (op *Operator) setupPolicy() error {
+// setupWebhooks registers the admission webhooks: defaulting and validation over the policy
+// engine, and the Pod tenancy webhooks. Every replica serves them.
+func (op *Operator) setupWebhooks() error {
 	mgr := op.Manager
-	auditor := &audit.Auditor{
-		Client: mgr.GetClient(), Engine: op.Engine, Recorder: mgr.GetEventRecorder("joiner-audit"),
-		Interval: op.opts.AuditInterval, Log: op.opts.Log.WithName("audit"), Metric: audit.NewMetrics(metrics.Registry),
-	}
-	if err := mgr.Add(auditor); err != nil {
-		return fmt.Errorf("add audit: %w", err)
-	}
-	pr := &policysync.PolicyReconciler{Client: mgr.GetClient(), Engine: op.Engine,
-		Recorder: mgr.GetEventRecorder("joiner-policy"), OnChange: auditor.Trigger}
-	if err := pr.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("policy controller: %w", err)
-	}
-	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &joinerv1alpha1.LocalNodeClass{}} {
-		ir := &policysync.InventoryReconciler{Client: mgr.GetClient(), Engine: op.Engine, Object: obj}
-		if err := ir.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("inventory controller: %w", err)
-		}
-	}
-	if err := mgr.AddReadyzCheck("policies", func(req *http.Request) error {
-		return pr.Synced(req.Context(), mgr.GetClient())
-	}); err != nil {
-		return fmt.Errorf("add readyz: %w", err)
-	}
 	return webhooks.Register(mgr.GetWebhookServer(), webhooks.Dependencies{
-		Engine: op.Engine, Reader: mgr.GetClient(), Registerer: metrics.Registry,
+		Engine: op.Engine, Reader: mgr.GetClient(), Registerer: op.opts.Registerer,
 		InstanceTypes:    instanceTypeLister(op.CloudProvider),
 		Logger:           op.opts.Log.WithName("webhooks"),
 		ExemptNamespaces: append(webhooks.DefaultExemptNamespaces(), op.opts.Namespace),
@@ -329,37 +283,26 @@ func (op *Operator) setupPolicy() error {
 	})
 }
 
-// setupProvisioning wires the cloud provider and the controllers that provision and retire nodes.
-func (op *Operator) setupProvisioning() error {
+// setupControllers builds the cloud provider from its factory and hands it, with the policy
+// engine, to the one place that wires the controllers.
+func (op *Operator) setupControllers() error {
 	mgr := op.Manager
 	ctx, cancel := context.WithCancel(context.Background())
 	op.stopProvider = cancel
-	provider, err := local.New(ctx, mgr.GetClient(), local.Options{Log: op.opts.Log.WithName("local-provider"), Failures: op.opts.LocalFailures})
+	provider, owned, err := op.opts.CloudProvider(ctx, mgr.GetClient())
 	if err != nil {
-		return fmt.Errorf("local provider: %w", err)
+		return fmt.Errorf("cloud provider: %w", err)
 	}
 	op.CloudProvider = provider
-	nc, err := nodeclass.New(mgr.GetClient(), nodeclass.Options{})
-	if err != nil {
-		return fmt.Errorf("node class controller: %w", err)
-	}
-	if err := nc.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("node class controller: %w", err)
-	}
-	deps := op.opts.NodeClaims
-	deps.CloudProvider = provider
-	if deps.Registerer == nil {
-		deps.Registerer = metrics.Registry
-	}
-	if err := nodeclaim.Register(mgr, deps); err != nil {
-		return err
-	}
-	p := provisioning.New(mgr.GetClient(), provider, mgr.GetEventRecorder("joiner-provisioner"), nil,
-		op.opts.Log.WithName("provisioner"), metrics.Registry, op.opts.Provisioning)
-	if err := p.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("provisioner: %w", err)
-	}
-	return nil
+	return controllers.Register(mgr, controllers.Dependencies{
+		CloudProvider:       provider,
+		ProviderControllers: owned,
+		Engine:              op.Engine,
+		Clock:               op.opts.Clock,
+		Registerer:          op.opts.Registerer,
+		Log:                 op.opts.Log,
+		Options:             op.opts.Controllers,
+	})
 }
 
 // Start runs the manager until ctx ends, then shuts down gracefully.

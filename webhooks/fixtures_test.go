@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -23,6 +22,7 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/webhooks"
 )
@@ -30,11 +30,9 @@ import (
 // testScheme knows every kind the handlers read.
 func testScheme(t testing.TB) *runtime.Scheme {
 	t.Helper()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return s
 }

@@ -433,3 +433,20 @@ func formatResources(l corev1.ResourceList) string {
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
 }
+
+// Factory returns the operator's cloudprovider.Factory for the local provider: a Provider on the
+// operator's client (opts.Catalog, Clock and Log as in New; Failures is the test hook), together
+// with its LocalNodeClass status controller.
+func Factory(opts Options) cloudprovider.Factory {
+	return func(ctx context.Context, kube client.Client) (cloudprovider.CloudProvider, []cloudprovider.Controller, error) {
+		p, err := New(ctx, kube, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		nc, err := NewNodeClassController(kube, p.catalog, p.clock)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, []cloudprovider.Controller{nc}, nil
+	}
+}

@@ -15,14 +15,13 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/testbed"
 )
 
@@ -58,12 +57,10 @@ func testClient(t *testing.T) client.Client {
 		if shared.err != nil {
 			return
 		}
-		scheme := kruntime.NewScheme()
-		for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, joinerv1alpha1.AddToScheme} {
-			if err := add(scheme); err != nil {
-				shared.err = err
-				return
-			}
+		scheme, err := apischeme.New()
+		if err != nil {
+			shared.err = err
+			return
 		}
 		cfg := rest.CopyConfig(shared.env.Config)
 		cfg.QPS, cfg.Burst = 1000, 2000 // client-go's default of 5 per second would pace the tests

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/operator"
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
 )
 
 // demoReplicas is how far the demo scales the inflate Deployment.
@@ -51,7 +51,7 @@ func (tl *timeline) print(out io.Writer) {
 // runDemo scales the inflate Deployment and prints the timeline: pods pending, NodeClaims
 // created, Nodes Ready, pods Running. It returns once every pod runs, or with an error at timeout.
 func runDemo(ctx context.Context, cfg *rest.Config, out io.Writer, timeout time.Duration) error {
-	scheme, err := operator.Scheme()
+	scheme, err := apischeme.New()
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/joiner-dev/joiner/cloudprovider/local"
 	"github.com/joiner-dev/joiner/operator"
 )
 
@@ -34,7 +35,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 	tlsMin := fs.String("tls-min-version", "1.2", "lowest TLS version the webhook accepts: 1.2 or 1.3")
 	logLevel := fs.String("log-level", "info", "log level: debug, info or error")
 	clusterName := fs.String("cluster-name", "", "name of the cluster (tags cloud instances)")
-	cloudProvider := fs.String("cloud-provider", "local", "cloud provider: local")
+	cloudProvider := fs.String("cloud-provider", "local", "cloud provider: local (instances simulated as kwok Nodes)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: joiner controller [flags]\n\nRuns the operator. Flags:")
 		fs.PrintDefaults()
@@ -60,11 +61,17 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "joiner controller: --log-level %q: use debug, info or error\n", *logLevel)
 		return 2
 	}
-	o.CloudProvider = *cloudProvider
 	_ = clusterName
 	log := zap.New(zap.Level(level), zap.WriteTo(stderr))
 	ctrl.SetLogger(log)
 	o.Log = log
+	switch *cloudProvider {
+	case local.Name:
+		o.CloudProvider = local.Factory(local.Options{Log: log.WithName("local-provider")})
+	default:
+		fmt.Fprintf(stderr, "joiner controller: --cloud-provider %q is not available in this build; use %s\n", *cloudProvider, local.Name)
+		return 2
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

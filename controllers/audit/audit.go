@@ -27,8 +27,12 @@ import (
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/policysync"
+	"github.com/joiner-dev/joiner/metrics"
 	"github.com/joiner-dev/joiner/policy"
 )
+
+// ControllerName names the audit (logs, events).
+const ControllerName = "joiner-audit"
 
 // MaxReportedViolations is how many violations a policy's status lists (the CRD's maxItems).
 const MaxReportedViolations = 20
@@ -60,7 +64,7 @@ type Metrics struct {
 }
 
 // NewMetrics creates the audit metrics and registers them with reg (nil skips registration).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "joiner", Subsystem: "audit", Name: "violations",
 			Help: "Violations found by the last audit, per policy and enforcement action."}, []string{"policy", "enforcement_action"}),
@@ -69,10 +73,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "joiner", Subsystem: "audit", Name: "duration_seconds",
 			Help: "Time taken by one audit run.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.Violations, m.Runs, m.Duration)
+	var err error
+	if m.Violations, err = metrics.Register(reg, m.Violations); err != nil {
+		return nil, err
 	}
-	return m
+	if m.Runs, err = metrics.Register(reg, m.Runs); err != nil {
+		return nil, err
+	}
+	if m.Duration, err = metrics.Register(reg, m.Duration); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Trigger asks for a run soon; it never blocks.

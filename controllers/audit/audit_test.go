@@ -16,16 +16,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/controllers/audit"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/policy/policyobject"
@@ -119,11 +117,9 @@ type fixture struct {
 
 func newFixture(t *testing.T, policies []*v1alpha1.ProvisioningPolicy, objects []client.Object) *fixture {
 	t.Helper()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
 	}
 	all := slices.Clone(objects)
 	compiled := make([]policy.Policy, 0, len(policies))
@@ -148,7 +144,11 @@ func newFixture(t *testing.T, policies []*v1alpha1.ProvisioningPolicy, objects [
 	if err := f.engine.SetPolicies(context.Background(), compiled); err != nil && !errors.As(err, &ce) {
 		t.Fatal(err)
 	}
-	f.auditor = &audit.Auditor{Client: f.client, Engine: f.engine, Recorder: f.recorder, Clock: f.clock, Metric: audit.NewMetrics(f.registry)}
+	m, err := audit.NewMetrics(f.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.auditor = &audit.Auditor{Client: f.client, Engine: f.engine, Recorder: f.recorder, Clock: f.clock, Metric: m}
 	return f
 }
 

@@ -21,7 +21,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
 )
 
 // ControllerName is the name of the lifecycle controller (logs, metrics, events).
@@ -234,7 +234,6 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return nil
 }
-
 
 // earliest combines two results: the sooner non-zero RequeueAfter wins.
 func earliest(a, b reconcile.Result) reconcile.Result {

@@ -4,8 +4,8 @@
 // usable (initialization.go), and deletes NodeClaims whose Node never registers (liveness.go).
 // controller.go composes those stages in that order and writes the result once.
 //
-// Register wires this controller together with garbage collection, NodePool status and
-// termination. This package never drains or deletes Nodes and never terminates instances
+// Package controllers wires it with garbage collection, NodePool status and termination. This
+// package never drains or deletes Nodes and never terminates instances
 // itself: a NodeClaim it gives up on is deleted, and the termination controller drains its Node
 // and terminates its instance.
 package nodeclaim

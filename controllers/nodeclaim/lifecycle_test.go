@@ -19,23 +19,26 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
+	"github.com/joiner-dev/joiner/controllers"
+	nct "github.com/joiner-dev/joiner/controllers/controllertest"
+	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/garbagecollection"
-	nct "github.com/joiner-dev/joiner/controllers/nodeclaim/nodeclaimtest"
 	"github.com/joiner-dev/joiner/controllers/termination"
 )
 
-// startControllers runs every controller Register wires, against the fake provider, with short
+// startControllers runs every controller RegisterNodeLifecycle wires, against the fake provider, with short
 // test timings.
 func startControllers(t *testing.T, cloud cloudprovider.CloudProvider, lifecycle nodeclaim.Options) {
 	t.Helper()
 	env.StartManager(t, func(mgr ctrl.Manager) error {
-		return nodeclaim.Register(mgr, nodeclaim.Dependencies{
-			CloudProvider:     cloud,
-			Registerer:        prometheus.NewRegistry(),
-			Lifecycle:         lifecycle,
-			Termination:       termination.Options{PollInterval: 200 * time.Millisecond},
-			GarbageCollection: garbagecollection.Options{Interval: time.Hour},
+		return controllers.RegisterNodeLifecycle(mgr, controllers.Dependencies{
+			CloudProvider: cloud,
+			Registerer:    prometheus.NewRegistry(),
+			Options: controllers.Options{
+				Lifecycle:         lifecycle,
+				Termination:       termination.Options{PollInterval: 200 * time.Millisecond},
+				GarbageCollection: garbagecollection.Options{Interval: time.Hour},
+			},
 		})
 	})
 }

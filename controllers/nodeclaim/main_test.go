@@ -4,13 +4,13 @@ import (
 	"os"
 	"testing"
 
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/nodeclaimtest"
+	"github.com/joiner-dev/joiner/controllers/controllertest"
 	"github.com/joiner-dev/joiner/testbed"
 )
 
 // env is the control plane (apiserver, controller-manager, kwok) the package's tests share.
-var env *nodeclaimtest.Env
+var env *controllertest.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(nodeclaimtest.Main(m, &env, testbed.Options{Kwok: true, ControllerManager: true}))
+	os.Exit(controllertest.Main(m, &env, testbed.Options{Kwok: true, ControllerManager: true}))
 }

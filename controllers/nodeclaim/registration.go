@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
 )
 
 // Condition reasons of the registration stage.

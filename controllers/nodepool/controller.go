@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -64,33 +64,42 @@ func (o Options) withDefaults() Options {
 
 // Controller reconciles NodePool status.
 type Controller struct {
-	kube   client.Client
-	mapper meta.RESTMapper
-	clock  clock.Clock
-	opts   Options
+	kube    client.Client
+	mapper  meta.RESTMapper
+	clock   clock.Clock
+	metrics *Metrics
+	opts    Options
 }
 
 // NewController returns the NodePool status controller. kube reads NodePools and NodeClaims
 // (cached) and node classes (as unstructured objects, which a manager's client reads from the API
-// server); mapper resolves a nodeClassRef's group and kind (a manager's GetRESTMapper()). A nil
-// clock means the real clock.
-func NewController(kube client.Client, mapper meta.RESTMapper, clk clock.Clock, opts Options) *Controller {
+// server); mapper resolves a nodeClassRef's group and kind (a manager's GetRESTMapper()); reg
+// receives its metrics (nil skips them). A nil clock means the real clock.
+func NewController(kube client.Client, mapper meta.RESTMapper, clk clock.Clock, reg prometheus.Registerer, opts Options) (*Controller, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller{kube: kube, mapper: mapper, clock: clk, opts: opts.withDefaults()}
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{kube: kube, mapper: mapper, clock: clk, metrics: m, opts: opts.withDefaults()}, nil
 }
 
 // Reconcile recomputes one NodePool's status and writes it when it changed.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	np := &karpv1.NodePool{}
 	if err := c.kube.Get(ctx, req.NamespacedName, np); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.metrics.forget(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	stored := np.DeepCopy()
 	if err := c.count(ctx, np); err != nil {
 		return reconcile.Result{}, err
 	}
+	c.metrics.observe(np)
 	if err := c.readiness(ctx, np); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -166,9 +175,4 @@ func setCondition(np *karpv1.NodePool, now time.Time, conditionType string, stat
 		Type: conditionType, Status: status, Reason: reason, Message: message,
 		ObservedGeneration: np.Generation, LastTransitionTime: metav1.NewTime(now),
 	})
-}
-
-// baseResources are always present in status.resources, zero when the NodePool has no nodes.
-var baseResources = []corev1.ResourceName{
-	corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage, ResourceNodes,
 }

@@ -14,9 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/controllers/nodeclaim/nodeclaimtest"
+	nct "github.com/joiner-dev/joiner/controllers/controllertest"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
 	"github.com/joiner-dev/joiner/testbed"
 )
@@ -31,7 +33,11 @@ func TestMain(m *testing.M) {
 func startController(t *testing.T) {
 	t.Helper()
 	env.StartManager(t, func(mgr ctrl.Manager) error {
-		return nodepool.NewController(mgr.GetClient(), mgr.GetRESTMapper(), nil, nodepool.Options{}).SetupWithManager(mgr)
+		c, err := nodepool.NewController(mgr.GetClient(), mgr.GetRESTMapper(), nil, prometheus.NewRegistry(), nodepool.Options{})
+		if err != nil {
+			return err
+		}
+		return c.SetupWithManager(mgr)
 	})
 }
 

@@ -24,6 +24,9 @@ import (
 	"github.com/joiner-dev/joiner/policy/policyobject"
 )
 
+// ControllerName names policy sync (logs, events).
+const ControllerName = "joiner-policy"
+
 // Condition reasons of a ProvisioningPolicy's Ready condition.
 const (
 	ReasonCompiled      = "Compiled"

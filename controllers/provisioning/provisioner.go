@@ -31,6 +31,9 @@ import (
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 )
 
+// ControllerName names the provisioner (logs, events).
+const ControllerName = "joiner-provisioner"
+
 // Defaults of Options.
 const (
 	DefaultBatchIdle        = time.Second

@@ -8,12 +8,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/controllers/nodepool"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 )
 
@@ -150,45 +150,18 @@ func remaining(np *karpv1.NodePool, claims []karpv1.NodeClaim, its []*cloudprovi
 	if len(np.Spec.Limits) == 0 {
 		return nil
 	}
-	used := corev1.ResourceList{}
-	add := func(l corev1.ResourceList) {
-		for name, q := range l {
-			sum := used[name]
-			sum.Add(q)
-			used[name] = sum
-		}
-	}
 	byName := map[string]*cloudprovider.InstanceType{}
 	for _, it := range its {
 		byName[it.Name] = it
 	}
-	nodes := int64(0)
+	var own []karpv1.NodeClaim
 	for i := range claims {
-		nc := &claims[i]
-		if nc.Labels[karpv1.NodePoolLabelKey] != np.Name {
-			continue
+		if claims[i].Labels[karpv1.NodePoolLabelKey] == np.Name {
+			own = append(own, claims[i])
 		}
-		nodes++
-		if len(nc.Status.Capacity) > 0 {
-			add(nc.Status.Capacity)
-			continue
-		}
-		add(largestOption(nc, byName))
 	}
-	out := corev1.ResourceList{}
-	for name, limit := range np.Spec.Limits {
-		left := limit.DeepCopy()
-		if name == "nodes" {
-			left.Sub(*resource.NewQuantity(nodes, resource.DecimalSI))
-		} else if u, ok := used[name]; ok {
-			left.Sub(u)
-		}
-		if left.Sign() < 0 {
-			left = resource.Quantity{}
-		}
-		out[name] = left
-	}
-	return out
+	usage := nodepool.Usage(own, func(nc *karpv1.NodeClaim) corev1.ResourceList { return largestOption(nc, byName) })
+	return nodepool.Remaining(np.Spec.Limits, usage)
 }
 
 // largestOption returns, per resource, the largest capacity among the NodeClaim's instance-type

@@ -25,7 +25,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
 )
 
 // Controller names (logs, metrics, events).
@@ -307,7 +307,6 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return nil
 }
-
 
 // setCondition sets a NodeClaim condition, stamping now as the transition time when its status
 // changes.

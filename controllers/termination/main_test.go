@@ -4,14 +4,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/nodeclaimtest"
+	"github.com/joiner-dev/joiner/controllers/controllertest"
 	"github.com/joiner-dev/joiner/testbed"
 )
 
 // env is the control plane the package's tests share: apiserver, controller-manager (PDB status,
 // DaemonSets), scheduler (DaemonSet pods) and kwok (Ready nodes, Running pods, pod deletion).
-var env *nodeclaimtest.Env
+var env *controllertest.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(nodeclaimtest.Main(m, &env, testbed.Options{Kwok: true, ControllerManager: true, Scheduler: true}))
+	os.Exit(controllertest.Main(m, &env, testbed.Options{Kwok: true, ControllerManager: true, Scheduler: true}))
 }

@@ -13,7 +13,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
 )
 
 // nodeReconciler handles Nodes that are being deleted with the termination finalizer. A Node with

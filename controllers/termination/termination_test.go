@@ -21,22 +21,24 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/garbagecollection"
-	nct "github.com/joiner-dev/joiner/controllers/nodeclaim/nodeclaimtest"
+	"github.com/joiner-dev/joiner/controllers"
+	nct "github.com/joiner-dev/joiner/controllers/controllertest"
+	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/termination"
 )
 
-// startControllers runs the lifecycle and termination controllers (and the rest Register wires)
+// startControllers runs the lifecycle and termination controllers (and the rest RegisterNodeLifecycle wires)
 // against the fake provider.
 func startControllers(t *testing.T, cloud cloudprovider.CloudProvider) {
 	t.Helper()
 	env.StartManager(t, func(mgr ctrl.Manager) error {
-		return nodeclaim.Register(mgr, nodeclaim.Dependencies{
-			CloudProvider:     cloud,
-			Registerer:        prometheus.NewRegistry(),
-			Termination:       termination.Options{PollInterval: 200 * time.Millisecond},
-			GarbageCollection: garbagecollection.Options{Interval: time.Hour},
+		return controllers.RegisterNodeLifecycle(mgr, controllers.Dependencies{
+			CloudProvider: cloud,
+			Registerer:    prometheus.NewRegistry(),
+			Options: controllers.Options{
+				Termination:       termination.Options{PollInterval: 200 * time.Millisecond},
+				GarbageCollection: garbagecollection.Options{Interval: time.Hour},
+			},
 		})
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/localrun"
 	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/testbed"
@@ -51,7 +52,7 @@ func Start(ctx context.Context, bed testbed.Options, opts operator.Options) (_ *
 	if c.Joiner, err = localrun.Start(ctx, c.Env.Config, localrun.Options{Operator: opts, Log: log}); err != nil {
 		return nil, fmt.Errorf("start Joiner (logs in %s): %w", c.Env.LogDir, err)
 	}
-	scheme, err := operator.Scheme()
+	scheme, err := apischeme.New()
 	if err != nil {
 		return nil, err
 	}

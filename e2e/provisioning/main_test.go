@@ -13,8 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/controllers"
+	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/localrun"
@@ -39,12 +40,12 @@ func setup(m *testing.M) int {
 	cluster, err = framework.Start(context.Background(),
 		testbed.Options{Scheduler: true, ControllerManager: true, Kwok: true},
 		operator.Options{
-			LocalFailures: failures,
-			NodeClaims: nodeclaim.Dependencies{
+			CloudProvider: local.Factory(local.Options{Failures: failures}),
+			Controllers: controllers.Options{
 				Lifecycle:         nodeclaim.Options{RegistrationTTL: registrationTTL},
 				GarbageCollection: garbagecollection.Options{Interval: 5 * time.Second, GracePeriod: 10 * time.Second},
+				Provisioning:      provisioning.Options{BatchIdle: 500 * time.Millisecond, BatchMaxDuration: 3 * time.Second},
 			},
-			Provisioning: provisioning.Options{BatchIdle: 500 * time.Millisecond, BatchMaxDuration: 3 * time.Second},
 		})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/testbed"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) { os.Exit(setup(m)) }
 func setup(m *testing.M) int {
 	var err error
 	cluster, err = framework.Start(context.Background(), testbed.Options{ControllerManager: true},
-		operator.Options{AuditInterval: 2 * time.Second})
+		operator.Options{Controllers: controllers.Options{AuditInterval: 2 * time.Second}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

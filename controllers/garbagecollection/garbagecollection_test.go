@@ -17,9 +17,9 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/fieldindex"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/garbagecollection"
-	nct "github.com/joiner-dev/joiner/controllers/nodeclaim/nodeclaimtest"
+	nct "github.com/joiner-dev/joiner/controllers/controllertest"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/termination"
 	"github.com/joiner-dev/joiner/testbed"
 )

@@ -1,11 +1,4 @@
-// Package nodeclass keeps the status of LocalNodeClasses current: it resolves each class's region
-// and zones against the embedded catalog, records the zones in status.zones, and reports the
-// outcome in the Ready condition, naming the offending field and the valid values when the class
-// does not resolve.
-//
-// It writes only LocalNodeClass status: it must not launch instances, touch Nodes or NodePools,
-// or change a class's spec.
-package nodeclass
+package local
 
 import (
 	"context"
@@ -24,64 +17,53 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	"github.com/joiner-dev/joiner/cloudprovider/catalog"
-	"github.com/joiner-dev/joiner/cloudprovider/local"
 )
 
-// Reasons of the Ready condition of a LocalNodeClass.
-const (
-	// ReasonResolved means the region and zones exist in the catalog.
-	ReasonResolved = "Resolved"
-	// ReasonRegionNotFound means spec.region is not a region of the catalog.
-	ReasonRegionNotFound = local.ReasonRegionNotFound
-	// ReasonZoneNotFound means an entry of spec.zones is not a zone of the region.
-	ReasonZoneNotFound = local.ReasonZoneNotFound
-)
+// ReasonResolved is the reason of Ready=True on a LocalNodeClass: its region and zones exist in
+// the catalog. Ready=False carries the NodeClassError's reason (ReasonRegionNotFound,
+// ReasonZoneNotFound).
+const ReasonResolved = "Resolved"
 
-// Options configure a Controller. Zero fields take the documented defaults.
-type Options struct {
-	// Catalog resolves regions and zones; nil means catalog.Load().
-	Catalog *catalog.Catalog
-	// Clock stamps condition transitions; nil means the real clock.
-	Clock clock.PassiveClock
-}
+// NodeClassControllerName names the LocalNodeClass status controller (logs, metrics).
+const NodeClassControllerName = "localnodeclass.status"
 
-// Controller reconciles the status of LocalNodeClasses.
-type Controller struct {
+// NodeClassController keeps the status of LocalNodeClasses current: it resolves each class's
+// region and zones against the catalog, records the zones in status.zones, and reports the
+// outcome in the Ready condition, naming the offending field and the valid values when the class
+// does not resolve. It writes only LocalNodeClass status: it never launches instances, touches
+// Nodes or NodePools, or changes a class's spec.
+type NodeClassController struct {
 	kube    client.Client
 	catalog *catalog.Catalog
 	clock   clock.PassiveClock
 }
 
-// New returns a Controller that reads and writes LocalNodeClasses through kube.
-func New(kube client.Client, opts Options) (*Controller, error) {
+// NewNodeClassController returns a controller that reads and writes LocalNodeClasses through
+// kube and resolves them against cat. A nil clock means the real clock.
+func NewNodeClassController(kube client.Client, cat *catalog.Catalog, clk clock.PassiveClock) (*NodeClassController, error) {
 	if kube == nil {
-		return nil, errors.New("new nodeclass controller: a Kubernetes client is required")
+		return nil, errors.New("new LocalNodeClass controller: a Kubernetes client is required")
 	}
-	c := &Controller{kube: kube, catalog: opts.Catalog, clock: opts.Clock}
-	if c.catalog == nil {
-		cat, err := catalog.Load()
-		if err != nil {
-			return nil, fmt.Errorf("new nodeclass controller: load the instance type catalog: %w", err)
-		}
-		c.catalog = cat
+	if cat == nil {
+		return nil, errors.New("new LocalNodeClass controller: a catalog is required")
 	}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return c, nil
+	return &NodeClassController{kube: kube, catalog: cat, clock: clk}, nil
 }
 
 // SetupWithManager registers the controller with the manager, watching LocalNodeClasses.
-func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
+func (c *NodeClassController) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("localnodeclass-status").
+		Named(NodeClassControllerName).
 		For(&joinerv1alpha1.LocalNodeClass{}).
 		Complete(c)
 }
 
 // Reconcile resolves one LocalNodeClass and writes status.zones and the Ready condition when
 // they changed.
-func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (c *NodeClassController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	nc := &joinerv1alpha1.LocalNodeClass{}
 	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -113,15 +95,15 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // status returns the status the class should have: the resolved zones and a Ready condition for
 // its current generation. Unchanged conditions keep their transition time.
-func (c *Controller) status(nc *joinerv1alpha1.LocalNodeClass) joinerv1alpha1.LocalNodeClassStatus {
+func (c *NodeClassController) status(nc *joinerv1alpha1.LocalNodeClass) joinerv1alpha1.LocalNodeClassStatus {
 	out := joinerv1alpha1.LocalNodeClassStatus{Conditions: slices.Clone(nc.Status.Conditions)}
 	cond := metav1.Condition{
 		Type:               joinerv1alpha1.ConditionReady,
 		ObservedGeneration: nc.Generation,
 		LastTransitionTime: metav1.NewTime(c.clock.Now()),
 	}
-	resolved, err := local.Resolve(c.catalog, nc)
-	var ncErr *local.NodeClassError
+	resolved, err := Resolve(c.catalog, nc)
+	var ncErr *NodeClassError
 	switch {
 	case err == nil:
 		out.Zones = resolved.Zones

@@ -1,10 +1,10 @@
-// Package nodeclaimtest is test support for the NodeClaim lifecycle, garbage collection,
+// Package controllertest is test support for the NodeClaim lifecycle, garbage collection,
 // termination and NodePool status controllers: it shares one real control plane (from package
 // testbed) among a package's tests, runs a controller manager per test and wipes what the test
 // left behind, builds the objects those tests need, and polls for conditions with a deadline.
 //
 // It is imported by tests only and must never be wired into a binary.
-package nodeclaimtest
+package controllertest
 
 import (
 	"context"
@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,9 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/testbed"
 )
 
@@ -50,7 +49,7 @@ type Env struct {
 }
 
 // Main starts a control plane with Joiner's CRDs and the given components, runs the package's
-// tests and stops it. Use it from TestMain: `os.Exit(nodeclaimtest.Main(m, &env, opts))`.
+// tests and stops it. Use it from TestMain: `os.Exit(controllertest.Main(m, &env, opts))`.
 func Main(m *testing.M, env **Env, opts testbed.Options) int {
 	root, err := RepoRoot()
 	if err != nil {
@@ -68,7 +67,7 @@ func Main(m *testing.M, env **Env, opts testbed.Options) int {
 			fmt.Fprintln(os.Stderr, "stop test bed:", err)
 		}
 	}()
-	scheme, err := Scheme()
+	scheme, err := apischeme.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -80,17 +79,6 @@ func Main(m *testing.M, env **Env, opts testbed.Options) int {
 	}
 	*env = &Env{Testbed: tb, Scheme: scheme, Client: c}
 	return m.Run()
-}
-
-// Scheme returns a scheme with the Kubernetes kinds and Joiner's API kinds.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, joinerv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("build scheme: %w", err)
-		}
-	}
-	return s, nil
 }
 
 // RepoRoot returns the directory of the nearest go.mod above the working directory.
@@ -269,7 +257,7 @@ func Name(prefix string) string {
 }
 
 // namespaceLabel marks namespaces made by Namespace, so that Wipe removes them.
-const namespaceLabel = "nodeclaimtest.joiner.dev/namespace"
+const namespaceLabel = "controllertest.joiner.dev/namespace"
 
 // Namespace creates a fresh namespace for the test's pods.
 func (e *Env) Namespace(t *testing.T) string {

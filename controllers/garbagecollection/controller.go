@@ -25,7 +25,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/controllers/nodeclaim/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
 )
 
 // ControllerName is the name of the garbage collector (logs, events).

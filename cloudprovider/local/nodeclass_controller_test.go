@@ -1,4 +1,4 @@
-package nodeclass
+package local
 
 import (
 	"context"
@@ -10,33 +10,30 @@ import (
 	"github.com/go-logr/logr/testr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/cloudprovider/catalog"
-	"github.com/joiner-dev/joiner/testbed"
 )
 
 // TestLocalNodeClassStatus runs the controller in a manager against a real API server and checks
 // the status it writes for valid and invalid classes, and after fixes and unrelated changes.
 func TestLocalNodeClassStatus(t *testing.T) {
-	env := testbed.StartForTest(t, testbed.Options{CRDDirs: []string{"../../config/crd/bases"}})
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, joinerv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
+	kube := testClient(t)
+	scheme, err := apischeme.New()
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(shared.env.Config)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -48,10 +45,14 @@ func TestLocalNodeClassStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("new manager: %v", err)
 	}
-	clk := testingclock.NewFakePassiveClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	c, err := New(mgr.GetClient(), Options{Clock: clk})
+	cat, err := catalog.Load()
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatal(err)
+	}
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	c, err := NewNodeClassController(mgr.GetClient(), cat, clk)
+	if err != nil {
+		t.Fatalf("NewNodeClassController: %v", err)
 	}
 	if err := c.SetupWithManager(mgr); err != nil {
 		t.Fatalf("SetupWithManager: %v", err)
@@ -65,14 +66,6 @@ func TestLocalNodeClassStatus(t *testing.T) {
 			t.Errorf("manager: %v", err)
 		}
 	})
-	kube, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := catalog.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var zonesUSEast1 []string
 	for _, z := range cat.Zones("us-east-1") {
 		zonesUSEast1 = append(zonesUSEast1, z.Name)
@@ -111,7 +104,7 @@ func TestLocalNodeClassStatus(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nc := &joinerv1alpha1.LocalNodeClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("class-%d", i)}, Spec: tc.spec}
+			nc := &joinerv1alpha1.LocalNodeClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", uniqueName(t), i)}, Spec: tc.spec}
 			if err := kube.Create(ctx, nc); err != nil {
 				t.Fatalf("create: %v", err)
 			}
@@ -180,8 +173,11 @@ func waitForStatus(t *testing.T, kube client.Client, name string, w readyWant) m
 	}
 }
 
-func TestNewRequiresClient(t *testing.T) {
-	if _, err := New(nil, Options{}); err == nil || !strings.Contains(err.Error(), "client is required") {
-		t.Errorf("New(nil) = %v, want an error asking for a client", err)
+func TestNewNodeClassControllerRequiresClientAndCatalog(t *testing.T) {
+	if _, err := NewNodeClassController(nil, &catalog.Catalog{}, nil); err == nil || !strings.Contains(err.Error(), "client is required") {
+		t.Errorf("NewNodeClassController(nil client) = %v, want an error asking for a client", err)
+	}
+	if _, err := NewNodeClassController(fake.NewClientBuilder().Build(), nil, nil); err == nil || !strings.Contains(err.Error(), "catalog is required") {
+		t.Errorf("NewNodeClassController(nil catalog) = %v, want an error asking for a catalog", err)
 	}
 }

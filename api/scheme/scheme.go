@@ -1,0 +1,26 @@
+// Package scheme builds the runtime.Scheme every Joiner client, manager and test uses: the
+// Kubernetes kinds and all of Joiner's API kinds. It only registers types.
+package scheme
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
+	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// New returns a scheme with the Kubernetes kinds, karpenter.sh/v1, karpenter.k8s.aws/v1 and
+// joiner.dev/v1alpha1.
+func New() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, joinerv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}

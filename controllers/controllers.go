@@ -1,0 +1,173 @@
+// Package controllers is the one place that wires Joiner's controllers into a manager: the
+// NodeClaim lifecycle, termination, garbage collection and NodePool status (the node lifecycle),
+// the provisioner, policy sync and the audit, and the controllers the cloud provider brings. The
+// behaviour lives in the subpackages; this package only constructs them from one Dependencies
+// value and registers them. It must not hold controller logic of its own.
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
+	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/controllers/audit"
+	"github.com/joiner-dev/joiner/controllers/garbagecollection"
+	"github.com/joiner-dev/joiner/controllers/nodeclaim"
+	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/policysync"
+	"github.com/joiner-dev/joiner/controllers/provisioning"
+	"github.com/joiner-dev/joiner/controllers/termination"
+	"github.com/joiner-dev/joiner/policy"
+)
+
+// Options tune the controllers. Zero values mean each package's documented defaults.
+type Options struct {
+	// Lifecycle tunes the NodeClaim lifecycle controller (launch and registration TTLs).
+	Lifecycle nodeclaim.Options
+	// Termination tunes termination (poll interval, concurrency).
+	Termination termination.Options
+	// GarbageCollection tunes garbage collection (interval, grace period).
+	GarbageCollection garbagecollection.Options
+	// NodePool tunes the NodePool status controller (node class kinds, resync period).
+	NodePool nodepool.Options
+	// Provisioning tunes the provisioner (batching, scheduling simulation).
+	Provisioning provisioning.Options
+	// AuditInterval is the period of the audit (zero means audit.DefaultInterval).
+	AuditInterval time.Duration
+}
+
+// Dependencies are what the controllers are built from.
+type Dependencies struct {
+	// CloudProvider launches, finds, lists and terminates instances. Required.
+	CloudProvider cloudprovider.CloudProvider
+	// ProviderControllers are the controllers the provider owns (its node class's status).
+	ProviderControllers []cloudprovider.Controller
+	// Engine is the policy engine that policy sync compiles into and the audit evaluates with.
+	// Required by Register; RegisterNodeLifecycle does not use it.
+	Engine *policy.Engine
+	// Clock is injected into every controller; nil means the real clock.
+	Clock clock.Clock
+	// Registerer receives the controllers' Prometheus metrics (the operator passes
+	// controller-runtime's metrics.Registry); nil registers none.
+	Registerer prometheus.Registerer
+	// Log is the root logger; each controller gets a named child.
+	Log logr.Logger
+	// Options tune the controllers.
+	Options Options
+}
+
+// Register wires every controller Joiner runs into mgr: the node lifecycle (RegisterNodeLifecycle),
+// the provisioner, policy sync with the inventory mirrors, the audit, and the provider's own
+// controllers. It also adds the "policies" readiness check, which holds until every policy is
+// compiled.
+func Register(mgr ctrl.Manager, deps Dependencies) error {
+	if deps.Engine == nil {
+		return errors.New("register controllers: a policy engine is required")
+	}
+	if err := RegisterNodeLifecycle(mgr, deps); err != nil {
+		return err
+	}
+	deps = deps.withDefaults()
+	for _, c := range deps.ProviderControllers {
+		if err := c.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("register the cloud provider's controllers: %w", err)
+		}
+	}
+	p := provisioning.New(mgr.GetClient(), deps.CloudProvider, mgr.GetEventRecorder(provisioning.ControllerName), deps.Clock,
+		deps.Log.WithName("provisioner"), deps.Registerer, deps.Options.Provisioning)
+	if err := p.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register the provisioner: %w", err)
+	}
+	return registerPolicy(mgr, deps)
+}
+
+// RegisterNodeLifecycle wires the controllers that take a NodeClaim from creation to deletion:
+// the lifecycle controller, termination (NodeClaims and Nodes), garbage collection and NodePool
+// status (each registers the provider-ID field indexes they share). Register calls it; tests of those
+// controllers call it alone. All of them run on the leader only.
+func RegisterNodeLifecycle(mgr ctrl.Manager, deps Dependencies) error {
+	if deps.CloudProvider == nil {
+		return errors.New("register controllers: a cloud provider is required")
+	}
+	deps = deps.withDefaults()
+	lifecycle, err := nodeclaim.NewController(mgr.GetClient(), deps.CloudProvider, deps.Clock,
+		mgr.GetEventRecorder(nodeclaim.ControllerName), deps.Registerer, deps.Options.Lifecycle)
+	if err != nil {
+		return fmt.Errorf("register controllers: %w", err)
+	}
+	term, err := termination.NewController(mgr.GetClient(), mgr.GetAPIReader(), deps.CloudProvider, deps.Clock,
+		mgr.GetEventRecorder(termination.NodeClaimControllerName), deps.Registerer, deps.Options.Termination)
+	if err != nil {
+		return fmt.Errorf("register controllers: %w", err)
+	}
+	gc, err := garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), deps.CloudProvider, deps.Clock,
+		mgr.GetEventRecorder(garbagecollection.ControllerName), deps.Registerer, deps.Options.GarbageCollection)
+	if err != nil {
+		return fmt.Errorf("register controllers: %w", err)
+	}
+	status, err := nodepool.NewController(mgr.GetClient(), mgr.GetRESTMapper(), deps.Clock, deps.Registerer, deps.Options.NodePool)
+	if err != nil {
+		return fmt.Errorf("register controllers: %w", err)
+	}
+	for _, c := range []cloudprovider.Controller{lifecycle, term, gc, status} {
+		if err := c.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerPolicy wires policy sync (every replica compiles policies, because every replica
+// serves the webhooks), the inventory mirrors of NodePools and node classes, and the leader-only
+// audit, which policy changes trigger.
+func registerPolicy(mgr ctrl.Manager, deps Dependencies) error {
+	metrics, err := audit.NewMetrics(deps.Registerer)
+	if err != nil {
+		return fmt.Errorf("register the audit: %w", err)
+	}
+	auditor := &audit.Auditor{
+		Client: mgr.GetClient(), Engine: deps.Engine, Recorder: mgr.GetEventRecorder(audit.ControllerName),
+		Interval: deps.Options.AuditInterval, Clock: deps.Clock, Log: deps.Log.WithName("audit"), Metric: metrics,
+	}
+	if err := mgr.Add(auditor); err != nil {
+		return fmt.Errorf("register the audit: %w", err)
+	}
+	pr := &policysync.PolicyReconciler{Client: mgr.GetClient(), Engine: deps.Engine,
+		Recorder: mgr.GetEventRecorder(policysync.ControllerName), OnChange: auditor.Trigger}
+	if err := pr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register policy sync: %w", err)
+	}
+	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &joinerv1alpha1.LocalNodeClass{}} {
+		ir := &policysync.InventoryReconciler{Client: mgr.GetClient(), Engine: deps.Engine, Object: obj}
+		if err := ir.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("register policy inventory: %w", err)
+		}
+	}
+	if err := mgr.AddReadyzCheck("policies", func(req *http.Request) error {
+		return pr.Synced(req.Context(), mgr.GetClient())
+	}); err != nil {
+		return fmt.Errorf("add the policies readiness check: %w", err)
+	}
+	return nil
+}
+
+func (d Dependencies) withDefaults() Dependencies {
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
+	}
+	if d.Log.GetSink() == nil {
+		d.Log = logr.Discard()
+	}
+	return d
+}

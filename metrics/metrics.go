@@ -1,0 +1,54 @@
+// Package metrics holds what every package that declares Prometheus metrics shares: the two
+// namespaces (karpenter for the concepts Karpenter has, so its dashboards and alerts work
+// unchanged, and joiner for Joiner's own), the label names Karpenter uses, and registration that
+// tolerates a second registration of the same collector. Each package declares its own metrics
+// in its metrics.go; this package declares none.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Namespaces.
+const (
+	// Karpenter is the namespace of metrics whose concept Karpenter has (karpenter_nodeclaims_*,
+	// karpenter_nodepools_*, karpenter_pods_*, ...). Their names and labels follow Karpenter v1.14.
+	Karpenter = "karpenter"
+	// Joiner is the namespace of Joiner-only concepts: policy, audit, webhooks, certificates.
+	Joiner = "joiner"
+)
+
+// Label names, as Karpenter spells them.
+const (
+	NodePoolLabel     = "nodepool"
+	ReasonLabel       = "reason"
+	ZoneLabel         = "zone"
+	CapacityTypeLabel = "capacity_type"
+	ResourceTypeLabel = "resource_type"
+	ControllerLabel   = "controller"
+	MethodLabel       = "method"
+	ProviderLabel     = "provider"
+	ErrorLabel        = "error"
+)
+
+// Register registers c with reg and returns it, or returns the collector of the same name that an
+// earlier call registered (so that building a component twice against one registry works). A
+// nil reg registers nothing and returns c.
+func Register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(T); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("register metric: %w", err)
+	}
+	return c, nil
+}
