@@ -32,12 +32,17 @@ generate: ## Write deepcopy code and the CRDs in config/crd/bases from the Go ty
 build: ## Build the binaries into bin/.
 	$(GO) build -o bin/ ./cmd/...
 
+.PHONY: fmt-check
+fmt-check: ## Fail when a Go file is not gofmt-formatted (and name it).
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
+
 .PHONY: vet
-vet: ## go vet every package.
+vet: fmt-check ## gofmt check, then go vet every package.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: ## Run golangci-lint (built from the Go module proxy).
+lint: fmt-check ## gofmt check, then golangci-lint with gofmt as a formatter (built from the Go module proxy).
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 .PHONY: test

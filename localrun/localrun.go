@@ -55,6 +55,8 @@ type Run struct {
 	WebhookURL string
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
+	// MetricsURL is the Prometheus metrics endpoint ("" when Options.Operator.MetricsAddr is "0").
+	MetricsURL string
 
 	cfg     *rest.Config
 	cancel  context.CancelFunc
@@ -78,7 +80,11 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Run, err err
 	o.WebhookIPs = append(o.WebhookIPs, net.ParseIP("127.0.0.1"))
 	o.ProbeAddr = "127.0.0.1:" + strconv.Itoa(probePort)
 	if o.MetricsAddr == "" {
-		o.MetricsAddr = "0"
+		metricsPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		o.MetricsAddr = "127.0.0.1:" + strconv.Itoa(metricsPort)
 	}
 	o.LeaderElect = false
 	if o.Namespace == "" {
@@ -104,6 +110,9 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Run, err err
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	r := &Run{cfg: cfg, c: c, WebhookURL: fmt.Sprintf("https://127.0.0.1:%d", webhookPort), ProbeAddr: o.ProbeAddr}
+	if o.MetricsAddr != "0" {
+		r.MetricsURL = "http://" + o.MetricsAddr + "/metrics"
+	}
 	defer func() {
 		if err != nil {
 			_ = r.Stop(context.Background())

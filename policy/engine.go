@@ -51,7 +51,7 @@ type Engine struct {
 	inventory   inventory
 	noMetrics   metrics.Metrics
 	caches      virtualCachePool
-	helpers     *helperPool
+	workers     *workerPool
 
 	set atomic.Pointer[policySet]
 	mu  sync.Mutex // serialises writers of set
@@ -137,7 +137,7 @@ func New(opts Options) *Engine {
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
 	e := &Engine{
-		helpers:     newHelperPool(),
+		workers:     newWorkerPool(),
 		log:         opts.Logger,
 		evalTimeout: opts.EvalTimeout,
 		parallelism: opts.Parallelism,
@@ -372,7 +372,7 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
 		var wg sync.WaitGroup
 		wg.Add(workers - 1)
 		for range workers - 1 {
-			e.helpers.run(func() {
+			e.workers.run(func() {
 				defer wg.Done()
 				work()
 			})

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
 

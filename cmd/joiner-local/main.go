@@ -149,7 +149,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		joinerOut = io.MultiWriter(joinerLogFile, os.Stderr)
 	}
 	joinerLog := zap.New(zap.WriteTo(joinerOut))
-	operator.TuneGC()
+	operator.TuneGoGC()
 	run, err := localrun.Start(ctx, env.Config, localrun.Options{Log: joinerLog})
 	if err != nil {
 		return fmt.Errorf("start Joiner: %w", err)
@@ -175,10 +175,11 @@ The local cluster is up, with Joiner running on it (webhooks at %s).
   kubectl apply -f policy/library/cpu-limit/policy.yaml     # a Rego policy, enforced at kubectl apply
   kubectl scale deployment inflate --replicas 10
   kubectl get nodeclaims,nodes -w                          # watch nodes appear
+  curl -s %s | grep ^karpenter_      # Prometheus metrics, with Karpenter's names
 
 Logs of Joiner and the control-plane processes: %s
 Press Ctrl-C to stop everything.
-`, run.WebhookURL, abs, env.LogDir)
+`, run.WebhookURL, abs, run.MetricsURL, env.LogDir)
 	<-ctx.Done()
 	return nil
 }

@@ -78,7 +78,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "joiner controller: no Kubernetes configuration (in-cluster, $KUBECONFIG or ~/.kube/config):", err)
 		return 1
 	}
-	operator.TuneGC()
+	operator.TuneGoGC()
 	op, err := operator.New(cfg, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner controller:", err)

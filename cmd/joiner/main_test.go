@@ -43,6 +43,7 @@ spec:
 		{name: "version", args: []string{"version"}, wantStdout: "joiner dev"},
 		{name: "controller help", args: []string{"controller", "--help"}, wantStderr: "-cert-mode"},
 		{name: "controller bad tls", args: []string{"controller", "--tls-min-version", "1.0"}, wantCode: 2, wantStderr: "use 1.2 or 1.3"},
+		{name: "controller unknown provider", args: []string{"controller", "--cloud-provider", "gcp"}, wantCode: 2, wantStderr: `--cloud-provider "gcp" is not available in this build; use local`},
 		{name: "policy help", args: []string{"policy", "--help"}, wantStdout: "check"},
 		{name: "policy check needs policies", args: []string{"policy", "check", "-f", "-"}, wantCode: 1, wantStderr: "--policies is required"},
 		{name: "policy check deny", args: []string{"policy", "check", "--policies", policies, "-f", "-"}, stdin: nodePool(""),

@@ -16,6 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
@@ -26,13 +30,20 @@ import (
 	"github.com/joiner-dev/joiner/controllers/termination"
 )
 
-// startControllers runs every controller RegisterNodeLifecycle wires, against the fake provider, with short
-// test timings.
+// startControllers runs every controller RegisterNodeLifecycle wires, against the fake provider,
+// with short test timings and the real clock.
 func startControllers(t *testing.T, cloud cloudprovider.CloudProvider, lifecycle nodeclaim.Options) {
+	t.Helper()
+	startControllersWithClock(t, cloud, lifecycle, nil)
+}
+
+// startControllersWithClock is startControllers with an injected clock (nil: the real one).
+func startControllersWithClock(t *testing.T, cloud cloudprovider.CloudProvider, lifecycle nodeclaim.Options, clk clock.Clock) {
 	t.Helper()
 	env.StartManager(t, func(mgr ctrl.Manager) error {
 		return controllers.RegisterNodeLifecycle(mgr, controllers.Dependencies{
 			CloudProvider: cloud,
+			Clock:         clk,
 			Registerer:    prometheus.NewRegistry(),
 			Options: controllers.Options{
 				Lifecycle:         lifecycle,
@@ -276,24 +287,42 @@ func TestLaunchFailures(t *testing.T) {
 	}
 }
 
+// TestLivenessDeletesNodeClaimsThatMakeNoProgress drives the default TTLs (5 minutes to launch,
+// 15 minutes to register) with a fake clock: it steps the clock to just inside the TTL, then past
+// it, and after each step touches the NodeClaim so that the controller looks at it again.
 func TestLivenessDeletesNodeClaimsThatMakeNoProgress(t *testing.T) {
 	cases := []struct {
-		name      string
-		setup     func(*fake.CloudProvider)
-		opts      nodeclaim.Options
+		name  string
+		setup func(*fake.CloudProvider)
+		// ttl is the default TTL of the stage the NodeClaim is stuck in; since returns when it
+		// started counting.
+		ttl       time.Duration
+		since     func(nc *karpv1.NodeClaim) (time.Time, error)
 		reason    string
 		eventText string
 	}{
 		{
-			name:   "launched but never registered",
-			opts:   nodeclaim.Options{RegistrationTTL: 2 * time.Second},
-			reason: nodeclaim.ReasonRegistrationTimeout, eventText: "did not register within 2s",
+			name: "launched but never registered",
+			ttl:  nodeclaim.DefaultRegistrationTTL,
+			since: func(nc *karpv1.NodeClaim) (time.Time, error) {
+				if err := nct.Condition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ""); err != nil {
+					return time.Time{}, err
+				}
+				return nc.StatusCondition(karpv1.ConditionTypeLaunched).LastTransitionTime.Time, nil
+			},
+			reason: nodeclaim.ReasonRegistrationTimeout, eventText: "did not register within 15m0s",
 		},
 		{
-			name:   "never launched",
-			setup:  func(c *fake.CloudProvider) { c.InstanceTypes = fake.InstanceTypes(0) },
-			opts:   nodeclaim.Options{LaunchTTL: 2 * time.Second},
-			reason: nodeclaim.ReasonLaunchTimeout, eventText: "did not launch within 2s",
+			name:  "never launched",
+			setup: func(c *fake.CloudProvider) { c.InstanceTypes = fake.InstanceTypes(0) },
+			ttl:   nodeclaim.DefaultLaunchTTL,
+			since: func(nc *karpv1.NodeClaim) (time.Time, error) {
+				if err := nct.Condition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, ""); err != nil {
+					return time.Time{}, err
+				}
+				return nc.CreationTimestamp.Time, nil
+			},
+			reason: nodeclaim.ReasonLaunchTimeout, eventText: "did not launch within 5m0s",
 		},
 	}
 	for _, tc := range cases {
@@ -302,11 +331,24 @@ func TestLivenessDeletesNodeClaimsThatMakeNoProgress(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(cloud)
 			}
-			startControllers(t, cloud, tc.opts)
+			clk := clocktesting.NewFakeClock(time.Now())
+			startControllersWithClock(t, cloud, nodeclaim.Options{}, clk)
 			nc := nct.NodeClaim(nct.Name("nc"), "pool-a")
 			if err := env.Client.Create(t.Context(), nc); err != nil {
 				t.Fatal(err)
 			}
+			var start time.Time
+			nct.Eventually(t, 10*time.Second, "the stage the nodeclaim is stuck in", func(ctx context.Context) error {
+				n, err := getNodeClaim(ctx, nc.Name)
+				if err != nil {
+					return err
+				}
+				start, err = tc.since(n)
+				return err
+			})
+
+			clk.SetTime(start.Add(tc.ttl - time.Second))
+			touch(t, nc.Name, "inside-ttl")
 			nct.Consistently(t, time.Second, "nodeclaim lives within its TTL", func(ctx context.Context) error {
 				n, err := getNodeClaim(ctx, nc.Name)
 				if err == nil && !n.DeletionTimestamp.IsZero() {
@@ -314,6 +356,9 @@ func TestLivenessDeletesNodeClaimsThatMakeNoProgress(t *testing.T) {
 				}
 				return err
 			})
+
+			clk.SetTime(start.Add(tc.ttl + time.Second))
+			touch(t, nc.Name, "past-ttl")
 			nct.Eventually(t, 20*time.Second, "nodeclaim is deleted after its TTL", func(ctx context.Context) error {
 				return errors.Join(env.Gone(ctx, nc), env.HasEvent(ctx, nc.Name, tc.reason, tc.eventText))
 			})
@@ -321,6 +366,17 @@ func TestLivenessDeletesNodeClaimsThatMakeNoProgress(t *testing.T) {
 				t.Errorf("instances %v outlived their nodeclaim", ids)
 			}
 		})
+	}
+}
+
+// touch changes an annotation of the NodeClaim, so that its controllers reconcile it again (after
+// a step of the fake clock, which by itself wakes nothing).
+func touch(t *testing.T, name, value string) {
+	t.Helper()
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test.joiner.dev/touched":"`+value+`"}}}`))
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Patch(t.Context(), nc, patch); err != nil {
+		t.Fatalf("touch nodeclaim %s: %v", name, err)
 	}
 }
 
