@@ -34,7 +34,7 @@ build: ## Build the binaries into bin/.
 
 .PHONY: fmt-check
 fmt-check: ## Fail when a Go file is not gofmt-formatted (and name it).
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
+	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null | while read -r f; do [ -f "$$f" ] && echo "$$f"; done)); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 
 .PHONY: vet

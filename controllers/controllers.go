@@ -1,6 +1,7 @@
 // Package controllers is the one place that wires Joiner's controllers into a manager: the
 // NodeClaim lifecycle, termination, garbage collection and NodePool status (the node lifecycle),
-// the provisioner, policy sync and the audit, and the controllers the cloud provider brings. The
+// the provisioner, the pod metrics, policy sync and the audit, and the controllers the cloud
+// provider brings. The
 // behaviour lives in the subpackages; this package only constructs them from one Dependencies
 // value and registers them. It must not hold controller logic of its own.
 package controllers
@@ -21,10 +22,12 @@ import (
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
+	cpmetrics "github.com/joiner-dev/joiner/cloudprovider/metrics"
 	"github.com/joiner-dev/joiner/controllers/audit"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/podmetrics"
 	"github.com/joiner-dev/joiner/controllers/policysync"
 	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/controllers/termination"
@@ -68,9 +71,9 @@ type Dependencies struct {
 }
 
 // Register wires every controller Joiner runs into mgr: the node lifecycle (RegisterNodeLifecycle),
-// the provisioner, policy sync with the inventory mirrors, the audit, and the provider's own
-// controllers. It also adds the "policies" readiness check, which holds until every policy is
-// compiled.
+// the provisioner, the pod metrics, policy sync with the inventory mirrors, the audit, and the
+// provider's own controllers. It also adds the "policies" readiness check, which holds until
+// every policy is compiled.
 func Register(mgr ctrl.Manager, deps Dependencies) error {
 	if deps.Engine == nil {
 		return errors.New("register controllers: a policy engine is required")
@@ -84,10 +87,20 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 			return fmt.Errorf("register the cloud provider's controllers: %w", err)
 		}
 	}
-	p := provisioning.New(mgr.GetClient(), deps.CloudProvider, mgr.GetEventRecorder(provisioning.ControllerName), deps.Clock,
-		deps.Log.WithName("provisioner"), deps.Registerer, deps.Options.Provisioning)
+	p, err := provisioning.New(mgr.GetClient(), cpmetrics.ForController(deps.CloudProvider, provisioning.MetricsControllerName),
+		mgr.GetEventRecorder(provisioning.ControllerName), deps.Clock, deps.Log.WithName("provisioner"), deps.Registerer, deps.Options.Provisioning)
+	if err != nil {
+		return fmt.Errorf("register the provisioner: %w", err)
+	}
 	if err := p.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("register the provisioner: %w", err)
+	}
+	pods, err := podmetrics.NewController(mgr.GetClient(), deps.Registerer)
+	if err != nil {
+		return fmt.Errorf("register pod metrics: %w", err)
+	}
+	if err := pods.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register pod metrics: %w", err)
 	}
 	return registerPolicy(mgr, deps)
 }
@@ -101,17 +114,19 @@ func RegisterNodeLifecycle(mgr ctrl.Manager, deps Dependencies) error {
 		return errors.New("register controllers: a cloud provider is required")
 	}
 	deps = deps.withDefaults()
-	lifecycle, err := nodeclaim.NewController(mgr.GetClient(), deps.CloudProvider, deps.Clock,
+	// A provider decorated with metrics (package cloudprovider/metrics) gives each controller a
+	// view that names it in the controller label.
+	lifecycle, err := nodeclaim.NewController(mgr.GetClient(), cpmetrics.ForController(deps.CloudProvider, nodeclaim.ControllerName), deps.Clock,
 		mgr.GetEventRecorder(nodeclaim.ControllerName), deps.Registerer, deps.Options.Lifecycle)
 	if err != nil {
 		return fmt.Errorf("register controllers: %w", err)
 	}
-	term, err := termination.NewController(mgr.GetClient(), mgr.GetAPIReader(), deps.CloudProvider, deps.Clock,
+	term, err := termination.NewController(mgr.GetClient(), mgr.GetAPIReader(), cpmetrics.ForController(deps.CloudProvider, termination.NodeClaimControllerName), deps.Clock,
 		mgr.GetEventRecorder(termination.NodeClaimControllerName), deps.Registerer, deps.Options.Termination)
 	if err != nil {
 		return fmt.Errorf("register controllers: %w", err)
 	}
-	gc, err := garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), deps.CloudProvider, deps.Clock,
+	gc, err := garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), cpmetrics.ForController(deps.CloudProvider, garbagecollection.ControllerName), deps.Clock,
 		mgr.GetEventRecorder(garbagecollection.ControllerName), deps.Registerer, deps.Options.GarbageCollection)
 	if err != nil {
 		return fmt.Errorf("register controllers: %w", err)

@@ -32,6 +32,19 @@ const (
 	MethodLabel       = "method"
 	ProviderLabel     = "provider"
 	ErrorLabel        = "error"
+	// MinValuesRelaxedLabel says whether a NodeClaim was created with its minValues relaxed.
+	MinValuesRelaxedLabel = "min_values_relaxed"
+	// CodeLabel is the HTTP status code of an API request.
+	CodeLabel = "code"
+	// Pod labels of karpenter_pods_state.
+	NameLabel         = "name"
+	NamespaceLabel    = "namespace"
+	OwnerLabel        = "owner"
+	NodeLabel         = "node"
+	ArchLabel         = "arch"
+	InstanceTypeLabel = "instance_type"
+	PhaseLabel        = "phase"
+	ReadyLabel        = "ready"
 )
 
 // Register registers c with reg and returns it, or returns the collector of the same name that an

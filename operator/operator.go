@@ -28,6 +28,7 @@ import (
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/certs"
 	"github.com/joiner-dev/joiner/cloudprovider"
+	cpmetrics "github.com/joiner-dev/joiner/cloudprovider/metrics"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/webhooks"
@@ -283,8 +284,9 @@ func (op *Operator) setupWebhooks() error {
 	})
 }
 
-// setupControllers builds the cloud provider from its factory and hands it, with the policy
-// engine, to the one place that wires the controllers.
+// setupControllers builds the cloud provider from its factory, decorates it with the cloud
+// provider metrics, and hands it, with the policy engine, to the one place that wires the
+// controllers (which gives each controller a view naming it in those metrics).
 func (op *Operator) setupControllers() error {
 	mgr := op.Manager
 	ctx, cancel := context.WithCancel(context.Background())
@@ -293,9 +295,14 @@ func (op *Operator) setupControllers() error {
 	if err != nil {
 		return fmt.Errorf("cloud provider: %w", err)
 	}
-	op.CloudProvider = provider
+	measured, err := cpmetrics.Decorate(provider, op.opts.Registerer)
+	if err != nil {
+		return fmt.Errorf("cloud provider: %w", err)
+	}
+	// The webhooks are the operator's own caller of the provider (they list instance types).
+	op.CloudProvider = measured.For("webhooks")
 	return controllers.Register(mgr, controllers.Dependencies{
-		CloudProvider:       provider,
+		CloudProvider:       measured,
 		ProviderControllers: owned,
 		Engine:              op.Engine,
 		Clock:               op.opts.Clock,

@@ -12,6 +12,7 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/jsonobject"
 )
 
 // Default values the defaulting handlers set. They repeat the CRDs' `default:` markers so an object is
@@ -245,9 +246,9 @@ func (d *Defaulter) Handle(_ context.Context, req admission.Request) admission.R
 	default:
 		return admission.Allowed("")
 	}
-	obj, err := decodeJSONObject(req.Object.Raw)
+	obj, err := jsonobject.Decode(req.Object.Raw)
 	if err != nil {
-		return badRequest(fmt.Errorf("default %s %q: %w", d.kind, req.Name, err))
+		return badRequest(fmt.Errorf("default %s %q: decode JSON: %w", d.kind, req.Name, err))
 	}
 	if !d.apply(obj) {
 		return admission.Allowed("")

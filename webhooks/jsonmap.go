@@ -1,50 +1,5 @@
 package webhooks
 
-import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-)
-
-// decodeJSONObject decodes raw JSON that must be a single object. Numbers are kept as json.Number so that
-// re-encoding a defaulted object reproduces them exactly.
-func decodeJSONObject(raw []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("decode JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("decode JSON: trailing data after the object")
-	}
-	m, ok := v.(map[string]any)
-	if !ok || m == nil {
-		return nil, fmt.Errorf("decode JSON: want an object, got %s", jsonKind(v))
-	}
-	return m, nil
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
 // absent reports whether m has no value for key, or JSON null. The API server prunes nulls of
 // non-nullable fields before it applies schema defaults, so null is defaulted like a missing field.
 func absent(m map[string]any, key string) bool {

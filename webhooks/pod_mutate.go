@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/jsonobject"
 )
 
 // PodTenancyMutator is the mutating Pod handler (/mutate/pod). For a Pod created in a namespace bound to
@@ -41,9 +42,9 @@ func (m *PodTenancyMutator) Handle(ctx context.Context, req admission.Request) a
 	if req.Operation != admissionv1.Create || req.Namespace == "" || m.exemptNamespaces[req.Namespace] {
 		return admission.Allowed("")
 	}
-	obj, err := decodeJSONObject(req.Object.Raw)
+	obj, err := jsonobject.Decode(req.Object.Raw)
 	if err != nil {
-		return badRequest(fmt.Errorf("pod %s/%s: %w", req.Namespace, req.Name, err))
+		return badRequest(fmt.Errorf("pod %s/%s: decode JSON: %w", req.Namespace, req.Name, err))
 	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {

@@ -6,6 +6,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/joiner-dev/joiner/jsonobject"
 	"github.com/joiner-dev/joiner/policy"
 )
 
@@ -30,13 +31,13 @@ func decodeRequest(req *admission.Request, wantKind string) (requestObjects, err
 	}
 	var err error
 	if req.Operation == admissionv1.Create || req.Operation == admissionv1.Update {
-		if objs.Object, err = decodeJSONObject(req.Object.Raw); err != nil {
-			return objs, fmt.Errorf("request object of %s %q: %w", wantKind, req.Name, err)
+		if objs.Object, err = jsonobject.Decode(req.Object.Raw); err != nil {
+			return objs, fmt.Errorf("request object of %s %q: decode JSON: %w", wantKind, req.Name, err)
 		}
 	}
 	if (req.Operation == admissionv1.Update || req.Operation == admissionv1.Delete) && len(req.OldObject.Raw) > 0 {
-		if objs.Old, err = decodeJSONObject(req.OldObject.Raw); err != nil {
-			return objs, fmt.Errorf("request old object of %s %q: %w", wantKind, req.Name, err)
+		if objs.Old, err = jsonobject.Decode(req.OldObject.Raw); err != nil {
+			return objs, fmt.Errorf("request old object of %s %q: decode JSON: %w", wantKind, req.Name, err)
 		}
 	}
 	if req.Operation == admissionv1.Update && objs.Old == nil {

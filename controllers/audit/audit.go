@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,8 +25,8 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/batcher"
 	"github.com/joiner-dev/joiner/controllers/policysync"
-	"github.com/joiner-dev/joiner/metrics"
 	"github.com/joiner-dev/joiner/policy"
 )
 
@@ -40,92 +39,67 @@ const MaxReportedViolations = 20
 // DefaultInterval is how often the audit runs when nothing triggers it.
 const DefaultInterval = time.Minute
 
+// Timing of triggered runs: a burst of triggers (policy changes) settles into one run,
+// triggerSettle after the last trigger of the burst and at most triggerMaxDelay after the first.
+const (
+	triggerSettle   = 500 * time.Millisecond
+	triggerMaxDelay = 5 * time.Second
+)
+
 // Auditor runs the audit. It is a manager Runnable that runs on the leader only.
 type Auditor struct {
 	Client   client.Client
 	Engine   *policy.Engine
 	Recorder events.EventRecorder
-	// Interval between periodic runs; zero means DefaultInterval.
+	// Interval between periodic runs; zero means DefaultInterval. Set it before the first Trigger
+	// or Start.
 	Interval time.Duration
-	// Clock stamps the status; nil means the real clock.
+	// Clock times the runs and stamps the status; nil means the real clock.
 	Clock  clock.Clock
 	Log    logr.Logger
 	Metric *Metrics
 
-	initOnce sync.Once // guards trigger: Trigger runs on other goroutines than Start
-	trigger  chan struct{}
-}
-
-// Metrics are the audit's Prometheus metrics.
-type Metrics struct {
-	Violations *prometheus.GaugeVec
-	Runs       prometheus.Counter
-	Duration   prometheus.Histogram
-}
-
-// NewMetrics creates the audit metrics and registers them with reg (nil skips registration).
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		Violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "joiner", Subsystem: "audit", Name: "violations",
-			Help: "Violations found by the last audit, per policy and enforcement action."}, []string{"policy", "enforcement_action"}),
-		Runs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "joiner", Subsystem: "audit", Name: "runs_total",
-			Help: "Audit runs completed."}),
-		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "joiner", Subsystem: "audit", Name: "duration_seconds",
-			Help: "Time taken by one audit run.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
-	}
-	var err error
-	if m.Violations, err = metrics.Register(reg, m.Violations); err != nil {
-		return nil, err
-	}
-	if m.Runs, err = metrics.Register(reg, m.Runs); err != nil {
-		return nil, err
-	}
-	if m.Duration, err = metrics.Register(reg, m.Duration); err != nil {
-		return nil, err
-	}
-	return m, nil
+	initOnce sync.Once // guards batcher: Trigger runs on other goroutines than Start
+	batcher  *batcher.Batcher
 }
 
 // Trigger asks for a run soon; it never blocks.
 func (a *Auditor) Trigger() {
 	a.init()
-	select {
-	case a.trigger <- struct{}{}:
-	default:
-	}
+	a.batcher.Trigger()
 }
 
 func (a *Auditor) init() {
-	a.initOnce.Do(func() { a.trigger = make(chan struct{}, 1) })
+	a.initOnce.Do(func() {
+		interval := a.Interval
+		if interval <= 0 {
+			interval = DefaultInterval
+		}
+		a.batcher = &batcher.Batcher{Idle: triggerSettle, MaxDuration: triggerMaxDelay, Period: interval, Clock: a.clockOrReal()}
+	})
+}
+
+// clockOrReal returns the Clock, or the real clock when none is set.
+func (a *Auditor) clockOrReal() clock.Clock {
+	if a.Clock == nil {
+		return clock.RealClock{}
+	}
+	return a.Clock
 }
 
 // NeedLeaderElection makes the audit run on the leader only.
 func (a *Auditor) NeedLeaderElection() bool { return true }
 
-// Start runs the audit until ctx ends.
+// Start runs the audit until ctx ends: once right away, then every Interval, and shortly after a
+// Trigger (a burst of triggers settles into one run).
 func (a *Auditor) Start(ctx context.Context) error {
 	a.init()
-	interval := a.Interval
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
 	for {
 		if err := a.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			a.Log.Error(err, "audit run failed")
 		}
-		select {
-		case <-ctx.Done():
+		if !a.batcher.Wait(ctx) {
 			return nil
-		case <-ticker.C:
-		case <-a.trigger:
-			// Let a burst of policy changes settle into one run.
-			select {
-			case <-time.After(500 * time.Millisecond):
-			case <-ctx.Done():
-				return nil
-			}
 		}
 	}
 }
@@ -148,7 +122,8 @@ func auditedKinds() []audited {
 
 // RunOnce evaluates every audited object once and publishes the results.
 func (a *Auditor) RunOnce(ctx context.Context) error {
-	start := time.Now()
+	clk := a.clockOrReal()
+	start := clk.Now()
 	nsLabels, err := a.namespaceLabels(ctx)
 	if err != nil {
 		return err
@@ -197,7 +172,7 @@ func (a *Auditor) RunOnce(ctx context.Context) error {
 	}
 	if a.Metric != nil {
 		a.Metric.Runs.Inc()
-		a.Metric.Duration.Observe(time.Since(start).Seconds())
+		a.Metric.Duration.Observe(clk.Since(start).Seconds())
 	}
 	return nil
 }
@@ -220,11 +195,7 @@ func (a *Auditor) publish(ctx context.Context, found map[string][]joinerv1alpha1
 	if err := a.Client.List(ctx, policies); err != nil {
 		return fmt.Errorf("audit: list provisioningpolicies: %w", err)
 	}
-	clk := a.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	now := metav1.NewTime(clk.Now())
+	now := metav1.NewTime(a.clockOrReal().Now())
 	if a.Metric != nil {
 		a.Metric.Violations.Reset()
 	}

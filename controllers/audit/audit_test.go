@@ -17,7 +17,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -25,6 +24,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/controllers/audit"
+	"github.com/joiner-dev/joiner/controllers/batcher/batchertest"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/policy/policyobject"
 )
@@ -111,8 +111,25 @@ type fixture struct {
 	engine   *policy.Engine
 	recorder *events.FakeRecorder
 	registry *prometheus.Registry
-	clock    *clocktesting.FakeClock
+	clock    *batchertest.Clock
 	auditor  *audit.Auditor
+	// ran receives a signal after each completed run (coalesced: read the run count after it).
+	ran chan struct{}
+}
+
+// signallingCounter is the audit's runs counter that also signals every completed run, so that
+// tests wait for runs instead of polling.
+type signallingCounter struct {
+	prometheus.Counter
+	ran chan struct{}
+}
+
+func (c signallingCounter) Inc() {
+	c.Counter.Inc()
+	select {
+	case c.ran <- struct{}{}:
+	default: // a signal is pending already; the waiter reads the count after it
+	}
 }
 
 func newFixture(t *testing.T, policies []*v1alpha1.ProvisioningPolicy, objects []client.Object) *fixture {
@@ -137,7 +154,8 @@ func newFixture(t *testing.T, policies []*v1alpha1.ProvisioningPolicy, objects [
 		engine:   policy.New(policy.Options{}),
 		recorder: events.NewFakeRecorder(100),
 		registry: prometheus.NewRegistry(),
-		clock:    clocktesting.NewFakeClock(auditTime),
+		clock:    batchertest.NewClock(auditTime),
+		ran:      make(chan struct{}, 1),
 	}
 	// A policy that does not compile stays installed and reports evaluation errors, as in a cluster.
 	var ce policy.CompileErrors
@@ -148,6 +166,7 @@ func newFixture(t *testing.T, policies []*v1alpha1.ProvisioningPolicy, objects [
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.Runs = signallingCounter{Counter: m.Runs, ran: f.ran}
 	f.auditor = &audit.Auditor{Client: f.client, Engine: f.engine, Recorder: f.recorder, Clock: f.clock, Metric: m}
 	return f
 }
@@ -519,19 +538,21 @@ func TestAuditStartAndTrigger(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.auditor.Start(ctx) }()
 	// The start-up run, then the pending trigger's.
-	waitRuns(t, f, 2)
+	waitTriggeredRuns(t, f, 2)
 	f.auditor.Trigger()
-	waitRuns(t, f, 3)
+	waitTriggeredRuns(t, f, 3)
 	if st := f.status(t, "needs-team"); st.TotalViolations != 1 {
 		t.Errorf("totalViolations %d after the triggered runs, want 1", st.TotalViolations)
 	}
 	cancel()
+	deadline, stop := context.WithTimeout(context.Background(), waitLimit)
+	defer stop()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("Start returned %v after its context ended, want nil", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-deadline.Done():
 		t.Fatal("Start did not return after its context ended")
 	}
 }
@@ -555,24 +576,102 @@ func TestAuditTriggerWhileStarting(t *testing.T) {
 	go func() { done <- f.auditor.Start(ctx) }()
 	<-triggered
 	// Whichever came first, the trigger is not lost: a run follows the start-up run.
-	waitRuns(t, f, 2)
+	waitTriggeredRuns(t, f, 2)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 }
 
-// waitRuns waits until the fixture's audit has completed at least n runs, and fails the test after 10 s.
+// TestAuditPeriodic runs the Auditor with nothing triggering it: it audits once at start, then
+// again each time the fake clock reaches the next Interval, and not before.
+func TestAuditPeriodic(t *testing.T) {
+	f := newFixture(t, []*v1alpha1.ProvisioningPolicy{
+		provisioningPolicy("needs-team", v1alpha1.EnforcementDeny, []string{"NodePool"}, regoNeedsTeam),
+	}, []client.Object{nodePool("np-00", nil)})
+	f.auditor.Interval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.auditor.Start(ctx) }()
+	waitRuns(t, f, 1)
+	for i := 1; i <= 3; i++ {
+		due := auditTime.Add(time.Duration(i) * f.auditor.Interval)
+		// The audit waits for its next periodic run; until the clock gets there, nothing runs.
+		waitArmed(t, f, due)
+		if runs, _ := f.runs(t); runs != float64(i) {
+			t.Fatalf("%v runs before the clock reached %v, want %d", runs, due, i)
+		}
+		f.clock.Step(due.Sub(f.clock.Now()))
+		waitRuns(t, f, float64(i+1))
+		if st := f.status(t, "needs-team"); st.AuditTimestamp == nil || !st.AuditTimestamp.Time.Equal(due) {
+			t.Errorf("periodic run %d: auditTimestamp %v, want %v", i, st.AuditTimestamp, due)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+}
+
+// waitLimit bounds, in real time, every wait for the audit running in the background.
+const waitLimit = 10 * time.Second
+
+// waitRuns waits until the fixture's audit has completed at least n runs, and fails the test after
+// waitLimit. It leaves the clock alone.
 func waitRuns(t *testing.T, f *fixture, n float64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
 	for {
 		if runs, _ := f.runs(t); runs >= n {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit did not complete %v runs within 10s", n)
+		select {
+		case <-f.ran:
+		case <-deadline.Done():
+			runs, _ := f.runs(t)
+			t.Fatalf("the audit completed %v runs within %v, want %v", runs, waitLimit, n)
 		}
-		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitTriggeredRuns is waitRuns for runs that triggers ask for: whenever the audit sets a timer
+// that fires within a minute (the settling of a burst of triggers), it moves the fake clock to
+// it. It never moves the clock to a periodic run, an Interval (an hour in these tests) away.
+func waitTriggeredRuns(t *testing.T, f *fixture, n float64) {
+	t.Helper()
+	deadline, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for {
+		if runs, _ := f.runs(t); runs >= n {
+			return
+		}
+		select {
+		case <-f.ran:
+		case fires := <-f.clock.Armed:
+			if now := f.clock.Now(); fires.After(now) && fires.Sub(now) <= time.Minute {
+				f.clock.Step(fires.Sub(now))
+			}
+		case <-deadline.Done():
+			runs, _ := f.runs(t)
+			t.Fatalf("the audit completed %v runs within %v, want %v", runs, waitLimit, n)
+		}
+	}
+}
+
+// waitArmed waits until the audit sets a timer, which must fire at want, and fails the test
+// after waitLimit.
+func waitArmed(t *testing.T, f *fixture, want time.Time) {
+	t.Helper()
+	deadline, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	select {
+	case fires := <-f.clock.Armed:
+		if !fires.Equal(want) {
+			t.Fatalf("the audit set a timer for %v, want %v", fires, want)
+		}
+	case <-deadline.Done():
+		t.Fatalf("the audit set no timer within %v, want one for %v", waitLimit, want)
 	}
 }

@@ -93,10 +93,36 @@ func NodeClaimRequestsForNode(r client.Reader) handler.MapFunc {
 			log.FromContext(ctx).Error(err, "map node to nodeclaims", "node", node.Name)
 			return nil
 		}
-		reqs := make([]reconcile.Request, 0, len(ncs))
-		for i := range ncs {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs[i])})
-		}
-		return reqs
+		return requestsFor(ncs)
 	}
+}
+
+// NodeRequestsForNodeClaim returns a handler map function that enqueues the Nodes carrying a
+// NodeClaim's provider ID, for controllers that watch NodeClaims on behalf of Nodes (so that a
+// Node waiting for its NodeClaim is looked at again when the NodeClaim changes or goes).
+func NodeRequestsForNodeClaim(r client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		nc, ok := o.(*karpv1.NodeClaim)
+		if !ok {
+			return nil
+		}
+		nodes, err := NodesForProviderID(ctx, r, nc.Status.ProviderID)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "map nodeclaim to nodes", "nodeclaim", nc.Name)
+			return nil
+		}
+		return requestsFor(nodes)
+	}
+}
+
+// requestsFor returns a reconcile request for each of objs.
+func requestsFor[T any, PT interface {
+	*T
+	client.Object
+}](objs []T) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(objs))
+	for i := range objs {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(PT(&objs[i]))})
+	}
+	return reqs
 }

@@ -70,50 +70,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Metrics are garbage collection's Prometheus metrics.
-type Metrics struct {
-	// InstancesTerminated counts instances without a NodeClaim that were terminated (directly, or
-	// by handing their Node to termination).
-	InstancesTerminated prometheus.Counter
-	// NodeClaimsDeleted counts NodeClaims deleted because their instance was gone.
-	NodeClaimsDeleted prometheus.Counter
-}
-
-// NewMetrics creates the metrics and registers them with reg; nil skips registration. Metrics
-// already registered with reg are reused.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		InstancesTerminated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "joiner", Subsystem: "garbage_collection",
-			Name: "instances_terminated_total", Help: "Cloud instances without a NodeClaim that garbage collection terminated."}),
-		NodeClaimsDeleted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "joiner", Subsystem: "garbage_collection",
-			Name: "nodeclaims_deleted_total", Help: "NodeClaims garbage collection deleted because their instance was gone."}),
-	}
-	var err error
-	if m.InstancesTerminated, err = register(reg, m.InstancesTerminated); err != nil {
-		return nil, err
-	}
-	if m.NodeClaimsDeleted, err = register(reg, m.NodeClaimsDeleted); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func register(reg prometheus.Registerer, c prometheus.Counter) (prometheus.Counter, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(prometheus.Counter); ok {
-				return existing, nil
-			}
-		}
-		return nil, fmt.Errorf("register garbage collection metric: %w", err)
-	}
-	return c, nil
-}
-
 // Controller is the garbage collector. It is a manager Runnable that runs on the leader only.
 type Controller struct {
 	kube     client.Client
@@ -292,7 +248,7 @@ func (c *Controller) collectNodeClaims(ctx context.Context, ncs []karpv1.NodeCla
 			continue
 		}
 		log.FromContext(ctx).Info("deleted nodeclaim whose instance is gone", "nodeclaim", nc.Name, "providerID", id)
-		c.metrics.NodeClaimsDeleted.Inc()
+		c.metrics.nodeClaimDeleted(nc)
 	}
 	return errors.Join(errs...)
 }

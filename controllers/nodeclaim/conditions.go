@@ -19,19 +19,6 @@ var lifecycleConditions = []string{
 // reasonAwaiting is the reason of a lifecycle condition no stage has decided yet.
 const reasonAwaiting = "AwaitingReconciliation"
 
-// setCondition sets a condition on the NodeClaim, stamping now as the transition time when the
-// status changes, and reports whether anything changed.
-func setCondition(nc *karpv1.NodeClaim, now time.Time, conditionType string, status metav1.ConditionStatus, reason, message string) bool {
-	return meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{
-		Type:               conditionType,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: nc.Generation,
-		LastTransitionTime: metav1.NewTime(now),
-	})
-}
-
 // isTrue reports whether the NodeClaim's condition of the type is True.
 func isTrue(nc *karpv1.NodeClaim, conditionType string) bool {
 	return meta.IsStatusConditionTrue(nc.Status.Conditions, conditionType)
@@ -42,7 +29,7 @@ func isTrue(nc *karpv1.NodeClaim, conditionType string) bool {
 func initConditions(nc *karpv1.NodeClaim, now time.Time) {
 	for _, t := range lifecycleConditions {
 		if nc.StatusCondition(t) == nil {
-			setCondition(nc, now, t, metav1.ConditionUnknown, reasonAwaiting, "")
+			nc.SetCondition(now, t, metav1.ConditionUnknown, reasonAwaiting, "")
 		}
 	}
 }
@@ -70,5 +57,5 @@ func setReady(nc *karpv1.NodeClaim, now time.Time) {
 			}
 		}
 	}
-	setCondition(nc, now, karpv1.ConditionTypeReady, status, reason, message)
+	nc.SetCondition(now, karpv1.ConditionTypeReady, status, reason, message)
 }

@@ -60,14 +60,14 @@ func (i *initialization) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (r
 	node := &corev1.Node{}
 	if err := i.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
-			setCondition(nc, now, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, ReasonNodeNotFound,
+			nc.SetCondition(now, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, ReasonNodeNotFound,
 				fmt.Sprintf("Node %s not found", nc.Status.NodeName))
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("initialize nodeclaim %s: get node %s: %w", nc.Name, nc.Status.NodeName, err)
 	}
 	if reason, message := notInitialized(nc, node); reason != "" {
-		setCondition(nc, now, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, reason, message)
+		nc.SetCondition(now, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, reason, message)
 		return reconcile.Result{}, nil
 	}
 	if node.Labels[karpv1.NodeInitializedLabelKey] != "true" {
@@ -80,7 +80,7 @@ func (i *initialization) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (r
 			return reconcile.Result{}, fmt.Errorf("initialize nodeclaim %s: label node %s: %w", nc.Name, node.Name, err)
 		}
 	}
-	setCondition(nc, now, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, ReasonInitialized, "")
+	nc.SetCondition(now, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, ReasonInitialized, "")
 	i.metrics.Initialized.WithLabelValues(nodePoolOf(nc)).Inc()
 	return reconcile.Result{}, nil
 }

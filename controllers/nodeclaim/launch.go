@@ -62,7 +62,6 @@ func (l *launch) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 		}
 		created = out
 		l.cache.put(nc, created)
-		l.metrics.Launched.WithLabelValues(nodePoolOf(nc)).Inc()
 		log.FromContext(ctx).Info("launched nodeclaim", "providerID", created.Status.ProviderID,
 			"instanceType", created.Labels[karpv1.LabelInstanceType], "zone", created.Labels[karpv1.LabelTopologyZone],
 			"capacityType", created.Labels[karpv1.CapacityTypeLabelKey])
@@ -73,7 +72,7 @@ func (l *launch) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 	nc.Status.ImageID = created.Status.ImageID
 	nc.Status.Capacity = created.Status.Capacity.DeepCopy()
 	nc.Status.Allocatable = created.Status.Allocatable.DeepCopy()
-	setCondition(nc, l.clock.Now(), karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched, "")
+	nc.SetCondition(l.clock.Now(), karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched, "")
 	return reconcile.Result{}, nil
 }
 
@@ -89,11 +88,14 @@ func (l *launch) failed(ctx context.Context, nc *karpv1.NodeClaim, err error) (r
 		reason = ReasonNodeClassNotReady
 	}
 	if reason != "" {
-		l.metrics.LaunchFailures.WithLabelValues(nodePoolOf(nc), reason).Inc()
 		l.recorder.Eventf(nc, nil, corev1.EventTypeWarning, reason, "Launch", "Deleting NodeClaim: %s", err.Error())
 		log.FromContext(ctx).Info("launch failed, deleting nodeclaim", "reason", reason, "error", err.Error())
-		if derr := l.kube.Delete(ctx, nc); client.IgnoreNotFound(derr) != nil {
+		derr := l.kube.Delete(ctx, nc)
+		if client.IgnoreNotFound(derr) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete nodeclaim %s after %s: %w", nc.Name, reason, derr)
+		}
+		if derr == nil {
+			l.metrics.disrupted(nc, disruptionReason(reason))
 		}
 		now := metav1.NewTime(l.clock.Now())
 		nc.DeletionTimestamp = &now
@@ -109,9 +111,8 @@ func (l *launch) failed(ctx context.Context, nc *karpv1.NodeClaim, err error) (r
 			message = ce.Message
 		}
 	}
-	l.metrics.LaunchFailures.WithLabelValues(nodePoolOf(nc), reason).Inc()
 	l.recorder.Eventf(nc, nil, corev1.EventTypeWarning, reason, "Launch", "Launching NodeClaim failed: %s", message)
-	setCondition(nc, l.clock.Now(), karpv1.ConditionTypeLaunched, metav1.ConditionFalse, reason, message)
+	nc.SetCondition(l.clock.Now(), karpv1.ConditionTypeLaunched, metav1.ConditionFalse, reason, message)
 	return reconcile.Result{}, fmt.Errorf("launch nodeclaim %s: %w", nc.Name, err)
 }
 

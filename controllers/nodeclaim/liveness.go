@@ -52,10 +52,13 @@ func (l *liveness) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	}
 	l.recorder.Eventf(nc, nil, corev1.EventTypeWarning, reason, "Delete", "NodeClaim did not %s within %s; deleting it", stage, ttl)
 	log.FromContext(ctx).Info("deleting nodeclaim that did not "+stage+" in time", "ttl", ttl.String())
-	if err := l.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+	err := l.kube.Delete(ctx, nc)
+	if client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, fmt.Errorf("delete nodeclaim %s that did not %s within %s: %w", nc.Name, stage, ttl, err)
 	}
-	l.metrics.LivenessTimeouts.WithLabelValues(nodePoolOf(nc), stage).Inc()
+	if err == nil {
+		l.metrics.disrupted(nc, disruptionReason(reason))
+	}
 	now := metav1.NewTime(l.clock.Now())
 	nc.DeletionTimestamp = &now
 	return reconcile.Result{}, nil

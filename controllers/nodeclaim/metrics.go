@@ -1,63 +1,88 @@
 package nodeclaim
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/metrics"
 )
 
-// Metrics are the lifecycle controller's Prometheus metrics. Each counter is labelled with the
-// NodeClaim's NodePool ("" when it has none).
+// Values of the reason label of karpenter_nodeclaims_disrupted_total counted by the lifecycle
+// controller.
+const (
+	// DisruptedLaunchTimeout: the NodeClaim did not launch within the launch TTL.
+	DisruptedLaunchTimeout = "launch_timeout"
+	// DisruptedRegistrationTimeout: the NodeClaim's Node did not register within the
+	// registration TTL.
+	DisruptedRegistrationTimeout = "registration_timeout"
+	// DisruptedInsufficientCapacity: no offering the NodeClaim allows had capacity.
+	DisruptedInsufficientCapacity = "insufficient_capacity"
+	// DisruptedNodeClassNotReady: the NodeClaim's node class could not be used.
+	DisruptedNodeClassNotReady = "nodeclass_not_ready"
+)
+
+// Metrics are the lifecycle controller's Prometheus metrics, named as Karpenter names them where
+// Karpenter has the concept.
 type Metrics struct {
-	// Launched counts NodeClaims whose instance was created.
-	Launched *prometheus.CounterVec
-	// LaunchFailures counts failed launches by reason (InsufficientCapacity, NodeClassNotReady,
-	// or the provider's CreateError reason, LaunchFailed otherwise).
-	LaunchFailures *prometheus.CounterVec
-	// Registered counts NodeClaims whose Node registered.
-	Registered *prometheus.CounterVec
-	// Initialized counts NodeClaims whose Node became initialized.
+	// Disrupted is karpenter_nodeclaims_disrupted_total{reason, nodepool, capacity_type}:
+	// NodeClaims the lifecycle controller deleted (liveness timeouts, launches that cannot
+	// succeed). Garbage collection counts into the same metric.
+	Disrupted *prometheus.CounterVec
+	// NodesCreated is karpenter_nodes_created_total{nodepool, zone}: Nodes that registered
+	// for a NodeClaim.
+	NodesCreated *prometheus.CounterVec
+	// Initialized is joiner_nodeclaims_initialized_total{nodepool}: NodeClaims whose Node became
+	// initialized. Karpenter v1.14 has no such counter (it reports status conditions instead).
 	Initialized *prometheus.CounterVec
-	// LivenessTimeouts counts NodeClaims deleted because they did not launch or register in time.
-	LivenessTimeouts *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg; nil skips registration. Metrics
-// already registered with reg (by an earlier call) are reused.
+// already registered with reg (by an earlier call, or by garbage collection for Disrupted) are
+// reused.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "joiner", Subsystem: "nodeclaims", Name: name, Help: help}, labels)
-	}
 	m := &Metrics{
-		Launched:         counter("launched_total", "NodeClaims whose instance the cloud provider created.", "nodepool"),
-		LaunchFailures:   counter("launch_failures_total", "Failed NodeClaim launches, by reason.", "nodepool", "reason"),
-		Registered:       counter("registered_total", "NodeClaims whose Node registered.", "nodepool"),
-		Initialized:      counter("initialized_total", "NodeClaims whose Node became initialized.", "nodepool"),
-		LivenessTimeouts: counter("liveness_timeouts_total", "NodeClaims deleted because they did not launch or register in time, by stage.", "nodepool", "stage"),
+		Disrupted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "nodeclaims", Name: "disrupted_total",
+			Help: "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool and capacity type."},
+			[]string{metrics.ReasonLabel, metrics.NodePoolLabel, metrics.CapacityTypeLabel}),
+		NodesCreated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "nodes", Name: "created_total",
+			Help: "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone."},
+			[]string{metrics.NodePoolLabel, metrics.ZoneLabel}),
+		Initialized: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Joiner, Subsystem: "nodeclaims", Name: "initialized_total",
+			Help: "NodeClaims whose Node became initialized."}, []string{metrics.NodePoolLabel}),
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.Launched, &m.LaunchFailures, &m.Registered, &m.Initialized, &m.LivenessTimeouts} {
-		if *c, err = registerCounter(reg, *c); err != nil {
+	for _, c := range []**prometheus.CounterVec{&m.Disrupted, &m.NodesCreated, &m.Initialized} {
+		if *c, err = metrics.Register(reg, *c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
 }
 
-// registerCounter registers c with reg, or returns the counter already registered under its name.
-func registerCounter(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
-	if reg == nil {
-		return c, nil
+// disrupted counts the NodeClaim, which the lifecycle controller just deleted for reason.
+func (m *Metrics) disrupted(nc *karpv1.NodeClaim, reason string) {
+	m.Disrupted.WithLabelValues(reason, nodePoolOf(nc), nc.Labels[karpv1.CapacityTypeLabelKey]).Inc()
+}
+
+// nodeCreated counts the Node that just registered.
+func (m *Metrics) nodeCreated(node *corev1.Node) {
+	m.NodesCreated.WithLabelValues(node.Labels[karpv1.NodePoolLabelKey], node.Labels[corev1.LabelTopologyZone]).Inc()
+}
+
+// disruptionReason is the reason label of karpenter_nodeclaims_disrupted_total for the event
+// reason with which the lifecycle controller deletes a NodeClaim.
+func disruptionReason(eventReason string) string {
+	switch eventReason {
+	case ReasonLaunchTimeout:
+		return DisruptedLaunchTimeout
+	case ReasonRegistrationTimeout:
+		return DisruptedRegistrationTimeout
+	case ReasonInsufficientCapacity:
+		return DisruptedInsufficientCapacity
+	case ReasonNodeClassNotReady:
+		return DisruptedNodeClassNotReady
+	default:
+		return eventReason
 	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return existing, nil
-			}
-		}
-		return nil, fmt.Errorf("register nodeclaim metric: %w", err)
-	}
-	return c, nil
 }

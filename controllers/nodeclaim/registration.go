@@ -55,7 +55,7 @@ func (r *registration) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (rec
 	}
 	switch {
 	case len(nodes) == 0:
-		setCondition(nc, now, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, ReasonNodeNotFound,
+		nc.SetCondition(now, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, ReasonNodeNotFound,
 			fmt.Sprintf("no Node with spec.providerID %s has joined the cluster yet", nc.Status.ProviderID))
 		return reconcile.Result{}, nil
 	case len(nodes) > 1:
@@ -63,13 +63,13 @@ func (r *registration) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (rec
 		for i := range nodes {
 			names[i] = nodes[i].Name
 		}
-		setCondition(nc, now, karpv1.ConditionTypeRegistered, metav1.ConditionFalse, ReasonMultipleNodesFound,
+		nc.SetCondition(now, karpv1.ConditionTypeRegistered, metav1.ConditionFalse, ReasonMultipleNodesFound,
 			fmt.Sprintf("Nodes %v all have spec.providerID %s; delete the ones that do not belong to this NodeClaim", names, nc.Status.ProviderID))
 		return reconcile.Result{}, nil
 	}
 	node := &nodes[0]
 	if !node.DeletionTimestamp.IsZero() {
-		setCondition(nc, now, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, ReasonNodeTerminating,
+		nc.SetCondition(now, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, ReasonNodeTerminating,
 			fmt.Sprintf("Node %s is being deleted", node.Name))
 		return reconcile.Result{}, nil
 	}
@@ -81,8 +81,8 @@ func (r *registration) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (rec
 		}
 	}
 	nc.Status.NodeName = node.Name
-	setCondition(nc, now, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, ReasonRegistered, "")
-	r.metrics.Registered.WithLabelValues(nodePoolOf(nc)).Inc()
+	nc.SetCondition(now, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, ReasonRegistered, "")
+	r.metrics.nodeCreated(node)
 	r.recorder.Eventf(nc, node, corev1.EventTypeNormal, ReasonRegistered, "Register", "Node %s registered", node.Name)
 	return reconcile.Result{}, nil
 }

@@ -193,9 +193,9 @@ func TestSetReady(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			nc := &karpv1.NodeClaim{}
-			setCondition(nc, now, karpv1.ConditionTypeLaunched, tc.launched, "r", "m")
-			setCondition(nc, now, karpv1.ConditionTypeRegistered, tc.registered, "r", "m")
-			setCondition(nc, now, karpv1.ConditionTypeInitialized, tc.initized, "r", "m")
+			nc.SetCondition(now, karpv1.ConditionTypeLaunched, tc.launched, "r", "m")
+			nc.SetCondition(now, karpv1.ConditionTypeRegistered, tc.registered, "r", "m")
+			nc.SetCondition(now, karpv1.ConditionTypeInitialized, tc.initized, "r", "m")
 			setReady(nc, now)
 			c := nc.StatusCondition(karpv1.ConditionTypeReady)
 			if c.Status != tc.want || c.Reason != tc.wantReason {

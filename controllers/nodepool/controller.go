@@ -167,12 +167,3 @@ func (c *Controller) nodePoolsOfNodeClass(gk schema.GroupKind) handler.MapFunc {
 		return reqs
 	}
 }
-
-// setCondition sets a NodePool condition, stamping now as the transition time when its status
-// changes.
-func setCondition(np *karpv1.NodePool, now time.Time, conditionType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{
-		Type: conditionType, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: np.Generation, LastTransitionTime: metav1.NewTime(now),
-	})
-}

@@ -44,9 +44,9 @@ func (c *Controller) readiness(ctx context.Context, np *karpv1.NodePool) error {
 	if err != nil {
 		return err
 	}
-	setCondition(np, now, karpv1.ConditionTypeNodeClassReady, status, reason, message)
+	np.SetCondition(now, karpv1.ConditionTypeNodeClassReady, status, reason, message)
 	if np.StatusCondition(karpv1.ConditionTypeValidationSucceeded) == nil {
-		setCondition(np, now, karpv1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, ReasonValidationSucceeded, "")
+		np.SetCondition(now, karpv1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, ReasonValidationSucceeded, "")
 	}
 	status, reason, message = metav1.ConditionTrue, ReasonReady, ""
 	for _, t := range []string{karpv1.ConditionTypeValidationSucceeded, karpv1.ConditionTypeNodeClassReady} {
@@ -59,7 +59,7 @@ func (c *Controller) readiness(ctx context.Context, np *karpv1.NodePool) error {
 			status, reason, message = metav1.ConditionUnknown, cond.Reason, t+": "+cond.Message
 		}
 	}
-	setCondition(np, now, karpv1.ConditionTypeReady, status, reason, message)
+	np.SetCondition(now, karpv1.ConditionTypeReady, status, reason, message)
 	return nil
 }
 

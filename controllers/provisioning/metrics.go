@@ -1,27 +1,63 @@
 package provisioning
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
 
-// Metrics are the provisioner's Prometheus metrics.
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
+	"github.com/joiner-dev/joiner/metrics"
+)
+
+// MetricsControllerName is the controller label of the provisioner's metrics, and of its calls
+// to the cloud provider: "provisioner", as Karpenter names it.
+const MetricsControllerName = "provisioner"
+
+// CreatedProvisioned is the reason label of karpenter_nodeclaims_created_total for a NodeClaim
+// the provisioner created for pending pods.
+const CreatedProvisioned = "provisioned"
+
+// Metrics are the provisioner's Prometheus metrics, named as Karpenter v1.14 names them.
 type Metrics struct {
-	SchedulingDuration prometheus.Histogram
-	NodeClaimsCreated  *prometheus.CounterVec
-	PodsUnschedulable  prometheus.Gauge
+	// SchedulingDuration is karpenter_scheduler_scheduling_duration_seconds{controller}: time to
+	// read the cluster and simulate scheduling for one batch (older Karpenter releases called it
+	// karpenter_provisioner_scheduling_duration_seconds).
+	SchedulingDuration *prometheus.HistogramVec
+	// NodeClaimsCreated is karpenter_nodeclaims_created_total{reason, nodepool,
+	// min_values_relaxed}: NodeClaims the provisioner created.
+	NodeClaimsCreated *prometheus.CounterVec
+	// UnschedulablePods is karpenter_scheduler_unschedulable_pods_count{controller}: pods the
+	// last batch could not place.
+	UnschedulablePods *prometheus.GaugeVec
 }
 
-// NewMetrics creates the metrics and registers them with reg (nil skips registration).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics creates the metrics and registers them with reg; nil skips registration. Metrics
+// already registered with reg are reused.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		SchedulingDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "joiner", Subsystem: "provisioner",
-			Name: "scheduling_duration_seconds", Help: "Time to read the cluster and simulate scheduling for one batch.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
-		NodeClaimsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "joiner", Subsystem: "provisioner",
-			Name: "nodeclaims_created_total", Help: "NodeClaims created by the provisioner, per NodePool."}, []string{"nodepool"}),
-		PodsUnschedulable: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "joiner", Subsystem: "provisioner",
-			Name: "pods_unschedulable", Help: "Pods the last batch could not place."}),
+		SchedulingDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Karpenter, Subsystem: "scheduler",
+			Name: "scheduling_duration_seconds", Help: "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{metrics.ControllerLabel}),
+		NodeClaimsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "nodeclaims",
+			Name: "created_total", Help: "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim."},
+			[]string{metrics.ReasonLabel, metrics.NodePoolLabel, metrics.MinValuesRelaxedLabel}),
+		UnschedulablePods: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Karpenter, Subsystem: "scheduler",
+			Name: "unschedulable_pods_count", Help: "The number of unschedulable Pods. Labeled by the controller."}, []string{metrics.ControllerLabel}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.SchedulingDuration, m.NodeClaimsCreated, m.PodsUnschedulable)
+	var err error
+	if m.SchedulingDuration, err = metrics.Register(reg, m.SchedulingDuration); err != nil {
+		return nil, err
 	}
-	return m
+	if m.NodeClaimsCreated, err = metrics.Register(reg, m.NodeClaimsCreated); err != nil {
+		return nil, err
+	}
+	if m.UnschedulablePods, err = metrics.Register(reg, m.UnschedulablePods); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// created counts a NodeClaim the provisioner created from plan.
+func (m *Metrics) created(plan *scheduling.NodeClaimPlan) {
+	m.NodeClaimsCreated.WithLabelValues(CreatedProvisioned, plan.NodePool.Name, strconv.FormatBool(plan.MinValuesRelaxed)).Inc()
 }

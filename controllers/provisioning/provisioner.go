@@ -28,6 +28,8 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/controllers/batcher"
+	"github.com/joiner-dev/joiner/controllers/podpredicates"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 )
 
@@ -44,6 +46,10 @@ const (
 	ReasonFailedProvisioning = "FailedProvisioning"
 	maxEventNote             = 1000
 )
+
+// provisioningPeriod is how often the provisioner runs a round when nothing triggers it, so that
+// pods whose nomination expired are looked at again.
+const provisioningPeriod = 30 * time.Second
 
 // Options tune the provisioner; zero values mean the defaults above.
 type Options struct {
@@ -68,7 +74,7 @@ type Provisioner struct {
 	Options       scheduling.Options
 	Metrics       *Metrics
 
-	batcher       *Batcher
+	batcher       *batcher.Batcher
 	nominationTTL time.Duration
 	mu            sync.Mutex
 	nominated     map[types.UID]nomination
@@ -79,8 +85,13 @@ type nomination struct {
 	at        time.Time
 }
 
-// New returns a provisioner; register it with SetupWithManager.
-func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock, log logr.Logger, reg prometheus.Registerer, opts Options) *Provisioner {
+// New returns a provisioner; register it with SetupWithManager. reg receives its metrics (nil
+// skips them); it fails only when they cannot be registered.
+func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock, log logr.Logger, reg prometheus.Registerer, opts Options) (*Provisioner, error) {
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("provisioner metrics: %w", err)
+	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -95,11 +106,11 @@ func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventR
 	}
 	return &Provisioner{
 		Client: c, CloudProvider: cp, Recorder: recorder, Clock: clk, Log: log, Options: opts.Scheduling,
-		Metrics:       NewMetrics(reg),
-		batcher:       &Batcher{Idle: opts.BatchIdle, MaxDuration: opts.BatchMaxDuration, Clock: clk},
+		Metrics:       m,
+		batcher:       &batcher.Batcher{Idle: opts.BatchIdle, MaxDuration: opts.BatchMaxDuration, Period: provisioningPeriod, Clock: clk},
 		nominationTTL: opts.NominationTTL,
 		nominated:     map[types.UID]nomination{},
-	}
+	}, nil
 }
 
 // SetupWithManager adds the provisioner and a pod watch that triggers it.
@@ -129,7 +140,7 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (p *Provisioner) maybeTrigger(obj client.Object) {
-	if pod, ok := obj.(*corev1.Pod); ok && IsProvisionable(pod) {
+	if pod, ok := obj.(*corev1.Pod); ok && podpredicates.IsProvisionable(pod) {
 		p.batcher.Trigger()
 	}
 }
@@ -137,19 +148,9 @@ func (p *Provisioner) maybeTrigger(obj client.Object) {
 // NeedLeaderElection makes provisioning run on the leader only.
 func (p *Provisioner) NeedLeaderElection() bool { return true }
 
-// Start provisions a batch at a time until ctx ends. A periodic trigger catches pods whose
-// nomination expired.
+// Start provisions a batch at a time until ctx ends. A periodic round (every provisioningPeriod)
+// catches pods whose nomination expired.
 func (p *Provisioner) Start(ctx context.Context) error {
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-p.Clock.After(30 * time.Second):
-				p.batcher.Trigger()
-			}
-		}
-	}()
 	p.batcher.Trigger()
 	for p.batcher.Wait(ctx) {
 		if err := p.Provision(ctx); err != nil && ctx.Err() == nil {
@@ -162,7 +163,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 // Provision runs one round: read the cluster, simulate, create NodeClaims, report failures.
 func (p *Provisioner) Provision(ctx context.Context) error {
 	start := p.Clock.Now()
-	state, err := p.readState(ctx)
+	state, err := ReadClusterState(ctx, p.Client)
 	if err != nil {
 		return err
 	}
@@ -172,13 +173,14 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return err
 	}
 	if len(in.Pods) == 0 {
+		p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(0)
 		return nil
 	}
 	results, err := scheduling.Solve(ctx, in)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("simulate scheduling: %w", err)
 	}
-	p.Metrics.SchedulingDuration.Observe(p.Clock.Since(start).Seconds())
+	p.Metrics.SchedulingDuration.WithLabelValues(MetricsControllerName).Observe(p.Clock.Since(start).Seconds())
 	created := 0
 	for _, plan := range results.NewNodeClaims {
 		nc := plan.NodeClaim()
@@ -190,7 +192,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 			continue
 		}
 		created++
-		p.Metrics.NodeClaimsCreated.WithLabelValues(plan.NodePool.Name).Inc()
+		p.Metrics.created(plan)
 		p.Log.Info("created NodeClaim", "nodeclaim", nc.Name, "nodepool", plan.NodePool.Name, "pods", len(plan.Pods),
 			"instanceTypes", summarize(plan.InstanceTypeNames(), 5), "price", plan.Price)
 		p.nominate(plan.Pods, nc.Name)
@@ -201,7 +203,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	for _, pe := range results.PodErrors {
 		p.event(pe.Pod, corev1.EventTypeWarning, ReasonFailedProvisioning, "%v", pe.Err)
 	}
-	p.Metrics.PodsUnschedulable.Set(float64(len(results.PodErrors)))
+	p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(float64(len(results.PodErrors)))
 	p.Log.V(1).Info("provisioning round", "pending", len(in.Pods), "nodeClaims", created, "unschedulable", len(results.PodErrors),
 		"existingNodes", len(results.ExistingNodes), "duration", p.Clock.Since(start).String())
 	return nil
@@ -209,17 +211,17 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 
 // currentNominations drops nominations whose pod is bound or gone, whose NodeClaim is gone, or
 // that expired, and returns the rest.
-func (p *Provisioner) currentNominations(s *clusterState) map[types.UID]string {
+func (p *Provisioner) currentNominations(s *ClusterState) map[types.UID]string {
 	claims := map[string]bool{}
-	for i := range s.nodeClaims {
-		if s.nodeClaims[i].DeletionTimestamp == nil {
-			claims[s.nodeClaims[i].Name] = true
+	for i := range s.NodeClaims {
+		if s.NodeClaims[i].DeletionTimestamp == nil {
+			claims[s.NodeClaims[i].Name] = true
 		}
 	}
 	pending := map[types.UID]bool{}
-	for i := range s.pods {
-		if s.pods[i].Spec.NodeName == "" && !isTerminal(&s.pods[i]) {
-			pending[s.pods[i].UID] = true
+	for i := range s.Pods {
+		if s.Pods[i].Spec.NodeName == "" && !podpredicates.IsTerminal(&s.Pods[i]) {
+			pending[s.Pods[i].UID] = true
 		}
 	}
 	now := p.Clock.Now()

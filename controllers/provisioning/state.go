@@ -11,23 +11,33 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/go-logr/logr"
+
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/nodepredicates"
+	"github.com/joiner-dev/joiner/controllers/podpredicates"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 )
 
-// clusterState is what one provisioning round reads from the cluster.
-type clusterState struct {
-	pods       []corev1.Pod
-	nodes      []corev1.Node
-	nodeClaims []karpv1.NodeClaim
-	nodePools  []karpv1.NodePool
-	daemonSets []appsv1.DaemonSet
+// ClusterState is what one provisioning round (or one disruption pass) reads from the cluster.
+type ClusterState struct {
+	// Pods are every pod, bound or pending.
+	Pods []corev1.Pod
+	// Nodes are every Node, managed or not.
+	Nodes []corev1.Node
+	// NodeClaims are every NodeClaim, launched or in flight.
+	NodeClaims []karpv1.NodeClaim
+	// NodePools are every NodePool.
+	NodePools []karpv1.NodePool
+	// DaemonSets are every DaemonSet; each adds its pod to the overhead of new nodes.
+	DaemonSets []appsv1.DaemonSet
 }
 
-func (p *Provisioner) readState(ctx context.Context) (*clusterState, error) {
-	s := &clusterState{}
+// ReadClusterState lists what a provisioning round or a disruption pass reads.
+func ReadClusterState(ctx context.Context, c client.Reader) (*ClusterState, error) {
+	s := &ClusterState{}
 	lists := []struct {
 		list client.ObjectList
 		what string
@@ -36,28 +46,35 @@ func (p *Provisioner) readState(ctx context.Context) (*clusterState, error) {
 		{&karpv1.NodePoolList{}, "nodepools"}, {&appsv1.DaemonSetList{}, "daemonsets"},
 	}
 	for _, l := range lists {
-		if err := p.Client.List(ctx, l.list); err != nil {
+		if err := c.List(ctx, l.list); err != nil {
 			return nil, fmt.Errorf("list %s: %w", l.what, err)
 		}
 	}
-	s.pods = lists[0].list.(*corev1.PodList).Items
-	s.nodes = lists[1].list.(*corev1.NodeList).Items
-	s.nodeClaims = lists[2].list.(*karpv1.NodeClaimList).Items
-	s.nodePools = lists[3].list.(*karpv1.NodePoolList).Items
-	s.daemonSets = lists[4].list.(*appsv1.DaemonSetList).Items
+	s.Pods = lists[0].list.(*corev1.PodList).Items
+	s.Nodes = lists[1].list.(*corev1.NodeList).Items
+	s.NodeClaims = lists[2].list.(*karpv1.NodeClaimList).Items
+	s.NodePools = lists[3].list.(*karpv1.NodePoolList).Items
+	s.DaemonSets = lists[4].list.(*appsv1.DaemonSetList).Items
 	return s, nil
 }
 
-// input turns the cluster state into a scheduling input: the pending pods that are not already
-// nominated to an in-flight NodeClaim, the existing nodes and in-flight NodeClaims with the pods
-// bound or nominated to them, the usable NodePools with their instance types and remaining limits,
-// and one pod per DaemonSet.
-func (p *Provisioner) input(ctx context.Context, s *clusterState, nominated map[types.UID]string) (scheduling.Input, error) {
-	in := scheduling.Input{Options: p.Options}
+// input is BuildInput with the provisioner's provider, options and log.
+func (p *Provisioner) input(ctx context.Context, s *ClusterState, nominated map[types.UID]string) (scheduling.Input, error) {
+	return BuildInput(ctx, p.CloudProvider, s, nominated, p.Options, p.Log)
+}
+
+// BuildInput turns the cluster state into a scheduling input: the pending pods that are not
+// already nominated to an in-flight NodeClaim, the existing nodes and in-flight NodeClaims with
+// the pods bound or nominated to them (nodes and NodeClaims being deleted are left out), the usable
+// NodePools with their instance types and remaining limits, and one pod per DaemonSet. The
+// provisioner and the disruption controller both simulate from it, so they agree on where a pod
+// fits.
+func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterState, nominated map[types.UID]string, opts scheduling.Options, log logr.Logger) (scheduling.Input, error) {
+	in := scheduling.Input{Options: opts}
 	claims := map[string]*karpv1.NodeClaim{}
 	claimByProviderID := map[string]*karpv1.NodeClaim{}
-	for i := range s.nodeClaims {
-		nc := &s.nodeClaims[i]
+	for i := range s.NodeClaims {
+		nc := &s.NodeClaims[i]
 		claims[nc.Name] = nc
 		if nc.Status.ProviderID != "" {
 			claimByProviderID[nc.Status.ProviderID] = nc
@@ -65,9 +82,9 @@ func (p *Provisioner) input(ctx context.Context, s *clusterState, nominated map[
 	}
 	bound := map[string][]*corev1.Pod{}
 	byClaim := map[string][]*corev1.Pod{}
-	for i := range s.pods {
-		pod := &s.pods[i]
-		if isTerminal(pod) {
+	for i := range s.Pods {
+		pod := &s.Pods[i]
+		if podpredicates.IsTerminal(pod) {
 			continue
 		}
 		if pod.Spec.NodeName != "" {
@@ -78,20 +95,20 @@ func (p *Provisioner) input(ctx context.Context, s *clusterState, nominated map[
 			byClaim[name] = append(byClaim[name], pod)
 			continue
 		}
-		if IsProvisionable(pod) {
+		if podpredicates.IsProvisionable(pod) {
 			in.Pods = append(in.Pods, pod)
 		}
 	}
 
 	registered := map[string]bool{}
-	for i := range s.nodes {
-		node := &s.nodes[i]
+	for i := range s.Nodes {
+		node := &s.Nodes[i]
 		if node.DeletionTimestamp != nil {
 			continue
 		}
 		nc := claimByProviderID[node.Spec.ProviderID]
 		pods := bound[node.Name]
-		initialized := nodeReady(node)
+		initialized := nodepredicates.NodeReady(node)
 		var startupTaints []corev1.Taint
 		nodePool := node.Labels[karpv1.NodePoolLabelKey]
 		if nc != nil {
@@ -105,36 +122,36 @@ func (p *Provisioner) input(ctx context.Context, s *clusterState, nominated map[
 		}
 		in.ExistingNodes = append(in.ExistingNodes, scheduling.NewExistingNode(node, pods, nodePool, initialized, startupTaints))
 	}
-	for i := range s.nodeClaims {
-		nc := &s.nodeClaims[i]
+	for i := range s.NodeClaims {
+		nc := &s.NodeClaims[i]
 		if registered[nc.Name] || nc.DeletionTimestamp != nil {
 			continue
 		}
 		in.ExistingNodes = append(in.ExistingNodes, scheduling.NewInFlightNodeClaim(nc, byClaim[nc.Name]))
 	}
 
-	for i := range s.nodePools {
-		np := &s.nodePools[i]
+	for i := range s.NodePools {
+		np := &s.NodePools[i]
 		if np.DeletionTimestamp != nil || np.Spec.Replicas != nil {
 			continue
 		}
 		if c := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeReady); c != nil && c.Status == "False" {
-			p.Log.V(1).Info("ignoring NodePool, not ready", "nodepool", np.Name, "reason", c.Reason)
+			log.V(1).Info("ignoring NodePool, not ready", "nodepool", np.Name, "reason", c.Reason)
 			continue
 		}
-		its, err := p.CloudProvider.GetInstanceTypes(ctx, np)
+		its, err := cp.GetInstanceTypes(ctx, np)
 		if err != nil {
-			p.Log.Info("ignoring NodePool, its instance types are unavailable", "nodepool", np.Name, "error", err.Error())
+			log.Info("ignoring NodePool, its instance types are unavailable", "nodepool", np.Name, "error", err.Error())
 			continue
 		}
 		in.NodePools = append(in.NodePools, scheduling.NodePool{
 			NodePool:      np,
 			InstanceTypes: its,
-			Remaining:     remaining(np, s.nodeClaims, its),
+			Remaining:     remaining(np, s.NodeClaims, its),
 		})
 	}
-	for i := range s.daemonSets {
-		ds := &s.daemonSets[i]
+	for i := range s.DaemonSets {
+		ds := &s.DaemonSets[i]
 		in.DaemonSetPods = append(in.DaemonSetPods, &corev1.Pod{
 			ObjectMeta: ds.Spec.Template.ObjectMeta,
 			Spec:       ds.Spec.Template.Spec,
@@ -188,13 +205,4 @@ func largestOption(nc *karpv1.NodeClaim, byName map[string]*cloudprovider.Instan
 		return nc.Spec.Resources.Requests
 	}
 	return out
-}
-
-func nodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

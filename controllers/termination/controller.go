@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -26,6 +25,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/nodepredicates"
 )
 
 // Controller names (logs, metrics, events).
@@ -163,6 +163,7 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 	now := c.clock.Now()
 
 	// 1. Taint and drain every Node of the NodeClaim.
+	ctx = withDrainReason(ctx, nc)
 	var waiting []string
 	for i := range nodes {
 		node := &nodes[i]
@@ -179,15 +180,15 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 		waiting = append(waiting, res.Waiting...)
 	}
 	if len(waiting) > 0 {
-		setCondition(nc, now, karpv1.ConditionTypeDrained, metav1.ConditionFalse, ReasonDraining,
+		nc.SetCondition(now, karpv1.ConditionTypeDrained, metav1.ConditionFalse, ReasonDraining,
 			fmt.Sprintf("waiting for %d pods to leave: %s", len(waiting), summarize(waiting, 5)))
 		return reconcile.Result{RequeueAfter: c.opts.PollInterval}, c.writeStatus(ctx, stored, nc)
 	}
-	setCondition(nc, now, karpv1.ConditionTypeDrained, metav1.ConditionTrue, ReasonDrained, "")
+	nc.SetCondition(now, karpv1.ConditionTypeDrained, metav1.ConditionTrue, ReasonDrained, "")
 
 	// 2. Terminate the instance and wait until the provider no longer knows it.
 	if nc.Status.ProviderID != "" {
-		setCondition(nc, now, karpv1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, ReasonInstanceTerminating, "")
+		nc.SetCondition(now, karpv1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, ReasonInstanceTerminating, "")
 		if err := c.writeStatus(ctx, stored, nc); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -204,15 +205,18 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 
 	// 3. Release the Nodes, then the NodeClaim.
 	for i := range nodes {
+		held := controllerutil.ContainsFinalizer(&nodes[i], karpv1.TerminationFinalizer)
 		if err := releaseNode(ctx, c.kube, &nodes[i]); err != nil {
 			return reconcile.Result{}, err
+		}
+		if held {
+			c.metrics.nodeTerminated(&nodes[i], c.clock.Now())
 		}
 	}
 	if err := removeFinalizer(ctx, c.kube, nc); err != nil {
 		return reconcile.Result{}, fmt.Errorf("release nodeclaim %s: %w", nc.Name, err)
 	}
-	c.metrics.Terminated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Inc()
-	c.metrics.Duration.Observe(c.clock.Since(nc.DeletionTimestamp.Time).Seconds())
+	c.metrics.nodeClaimTerminated(nc, c.clock.Now())
 	c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "Drained, instance %s terminated", nc.Status.ProviderID)
 	log.FromContext(ctx).Info("terminated nodeclaim")
 	return reconcile.Result{}, nil
@@ -221,7 +225,7 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 // nothingToDrain reports whether the Node can be skipped: it is not Ready and its instance is
 // already gone, so its pods are not running anywhere.
 func (c *Controller) nothingToDrain(ctx context.Context, nc *karpv1.NodeClaim, node *corev1.Node) bool {
-	if nodeReady(node) || nc.Status.ProviderID == "" {
+	if nodepredicates.NodeReady(node) || nc.Status.ProviderID == "" {
 		return false
 	}
 	_, err := c.cloud.Get(ctx, nc.Status.ProviderID)
@@ -258,8 +262,12 @@ func (c *Controller) writeStatus(ctx context.Context, stored, nc *karpv1.NodeCla
 	if equality.Semantic.DeepEqual(stored.Status, nc.Status) {
 		return nil
 	}
-	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+	err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{}))
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
+	}
+	if err == nil {
+		c.metrics.statusWritten(stored, nc)
 	}
 	*stored = *nc.DeepCopy()
 	return nil
@@ -299,22 +307,13 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(NodeControllerName).
 		For(&corev1.Node{}).
-		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(nr.nodesForNodeClaim)).
+		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(fieldindex.NodeRequestsForNodeClaim(c.kube))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
 		Complete(nr)
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", NodeControllerName, err)
 	}
 	return nil
-}
-
-// setCondition sets a NodeClaim condition, stamping now as the transition time when its status
-// changes.
-func setCondition(nc *karpv1.NodeClaim, now time.Time, conditionType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{
-		Type: conditionType, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: nc.Generation, LastTransitionTime: metav1.NewTime(now),
-	})
 }
 
 // summarize lists up to n names, then how many more there are.

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/podpredicates"
 )
 
 // Event reasons of the drain.
@@ -88,20 +88,20 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node, deadline *time.T
 			continue
 		}
 		result.Waiting = append(result.Waiting, pod.Namespace+"/"+pod.Name)
-		if !isCritical(pod) {
+		if !podpredicates.IsCritical(pod) {
 			regularLeft = true
 		}
 		if !pod.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if deadline != nil && !now.Before(deadline.Add(-podGracePeriod(pod))) {
+		if deadline != nil && !now.Before(deadline.Add(-podpredicates.GracePeriod(pod))) {
 			errs = append(errs, d.deleteAtDeadline(ctx, node, pod, *deadline, now))
 			continue
 		}
-		if doNotDisruptActive(pod, now) {
+		if podpredicates.DoNotDisruptActive(pod, now) {
 			continue
 		}
-		if isCritical(pod) {
+		if podpredicates.IsCritical(pod) {
 			critical = append(critical, pod)
 		} else {
 			regular = append(regular, pod)
@@ -129,9 +129,10 @@ func (d *Drainer) evict(ctx context.Context, node *corev1.Node, pod *corev1.Pod)
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}},
 	}
 	err := d.kube.SubResource("eviction").Create(ctx, pod, eviction)
+	d.metrics.evictionRequested(err)
 	switch {
 	case err == nil:
-		d.metrics.PodsEvicted.Inc()
+		d.metrics.podDrained(ctx, false)
 		d.recorder.Eventf(pod, node, corev1.EventTypeNormal, ReasonEvicted, "Evict", "Evicted pod: draining node %s", node.Name)
 		log.FromContext(ctx).V(1).Info("evicted pod", "pod", client.ObjectKeyFromObject(pod), "node", node.Name)
 		return nil
@@ -139,7 +140,6 @@ func (d *Drainer) evict(ctx context.Context, node *corev1.Node, pod *corev1.Pod)
 		// Gone already, or replaced by a new pod of the same name (which the next pass sees).
 		return nil
 	case apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"):
-		d.metrics.EvictionsBlocked.Inc()
 		d.recorder.Eventf(pod, node, corev1.EventTypeWarning, ReasonEvictionBlocked, "Evict",
 			"Cannot evict pod while draining node %s, will retry: %s", node.Name, err.Error())
 		return nil
@@ -152,7 +152,7 @@ func (d *Drainer) evict(ctx context.Context, node *corev1.Node, pod *corev1.Pod)
 // what is left of its grace period before the deadline.
 func (d *Drainer) deleteAtDeadline(ctx context.Context, node *corev1.Node, pod *corev1.Pod, deadline, now time.Time) error {
 	grace := int64(deadline.Sub(now).Seconds())
-	if g := int64(podGracePeriod(pod).Seconds()); g < grace {
+	if g := int64(podpredicates.GracePeriod(pod).Seconds()); g < grace {
 		grace = g
 	}
 	if grace < 0 {
@@ -163,7 +163,7 @@ func (d *Drainer) deleteAtDeadline(ctx context.Context, node *corev1.Node, pod *
 		return fmt.Errorf("delete pod %s/%s at the termination deadline: %w", pod.Namespace, pod.Name, err)
 	}
 	if err == nil {
-		d.metrics.PodsDeleted.Inc()
+		d.metrics.podDrained(ctx, true)
 		d.recorder.Eventf(pod, node, corev1.EventTypeWarning, ReasonDeletedAtDeadline, "Delete",
 			"Deleting pod: the terminationGracePeriod of node %s ends at %s", node.Name, deadline.UTC().Format(time.RFC3339))
 	}
@@ -173,67 +173,14 @@ func (d *Drainer) deleteAtDeadline(ctx context.Context, node *corev1.Node, pod *
 // holdsDrain reports whether the pod must be gone before the Node counts as drained.
 func holdsDrain(pod *corev1.Pod, now time.Time) bool {
 	switch {
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+	case podpredicates.IsTerminal(pod):
 		return false
-	case isDaemonSetPod(pod), isMirrorPod(pod), toleratesDisruptedTaint(pod):
+	case podpredicates.IsDaemonSetPod(pod), podpredicates.IsMirrorPod(pod), podpredicates.ToleratesDisruptedTaint(pod):
 		return false
 	case !pod.DeletionTimestamp.IsZero() && now.Sub(pod.DeletionTimestamp.Time) > stuckTerminatingAfter:
 		return false
 	}
 	return true
-}
-
-func isDaemonSetPod(pod *corev1.Pod) bool {
-	owner := metav1.GetControllerOf(pod)
-	return owner != nil && owner.Kind == "DaemonSet"
-}
-
-func isMirrorPod(pod *corev1.Pod) bool {
-	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
-	return ok
-}
-
-// toleratesDisruptedTaint reports whether the pod tolerates karpenter.sh/disrupted:NoSchedule.
-// Such a pod could be scheduled right back, so evicting it would not help.
-func toleratesDisruptedTaint(pod *corev1.Pod) bool {
-	taint := karpv1.DisruptedNoScheduleTaint()
-	return slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool {
-		return t.ToleratesTaint(logr.Discard(), &taint, false)
-	})
-}
-
-func isCritical(pod *corev1.Pod) bool {
-	return pod.Spec.PriorityClassName == "system-cluster-critical" || pod.Spec.PriorityClassName == "system-node-critical"
-}
-
-// doNotDisruptActive reports whether the pod's karpenter.sh/do-not-disrupt annotation protects it
-// now: "true" always does; a duration ("1h") does until that long after the pod started. Other
-// values protect nothing.
-func doNotDisruptActive(pod *corev1.Pod, now time.Time) bool {
-	v, ok := pod.Annotations[karpv1.DoNotDisruptAnnotationKey]
-	if !ok {
-		return false
-	}
-	if v == "true" {
-		return true
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return false
-	}
-	if pod.Status.StartTime == nil {
-		return true
-	}
-	return now.Before(pod.Status.StartTime.Add(d))
-}
-
-// podGracePeriod is the pod's terminationGracePeriodSeconds (the Kubernetes default, 30s, when
-// unset).
-func podGracePeriod(pod *corev1.Pod) time.Duration {
-	if pod.Spec.TerminationGracePeriodSeconds == nil {
-		return corev1.DefaultTerminationGracePeriodSeconds * time.Second
-	}
-	return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
 }
 
 // taintForTermination adds karpenter.sh/disrupted:NoSchedule and the exclude-from-external-load-
@@ -288,14 +235,4 @@ func removeFinalizer(ctx context.Context, kube client.Client, obj client.Object)
 		return fmt.Errorf("remove finalizer %s: %w", karpv1.TerminationFinalizer, err)
 	}
 	return nil
-}
-
-// nodeReady reports whether the Node's Ready condition is True.
-func nodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -70,36 +70,6 @@ func TestHoldsDrain(t *testing.T) {
 	}
 }
 
-func TestDoNotDisruptActive(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	started := func(ago time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(-ago)} }
-	cases := []struct {
-		name  string
-		value *string
-		start *metav1.Time
-		want  bool
-	}{
-		{name: "no annotation", want: false},
-		{name: "true", value: ptr.To("true"), start: started(time.Hour), want: true},
-		{name: "false", value: ptr.To("false"), want: false},
-		{name: "duration not yet elapsed", value: ptr.To("1h"), start: started(30 * time.Minute), want: true},
-		{name: "duration elapsed", value: ptr.To("1h"), start: started(2 * time.Hour), want: false},
-		{name: "duration of a pod that has not started", value: ptr.To("1h"), want: true},
-		{name: "garbage", value: ptr.To("soon"), want: false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := &corev1.Pod{Status: corev1.PodStatus{StartTime: tc.start}}
-			if tc.value != nil {
-				pod.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: *tc.value}
-			}
-			if got := doNotDisruptActive(pod, now); got != tc.want {
-				t.Errorf("doNotDisruptActive = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // podOnNode returns a running pod on node "n" for the drain tests, changed by mutate.
 func podOnNode(name string, mutate func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{

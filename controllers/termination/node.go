@@ -14,6 +14,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/nodepredicates"
 )
 
 // nodeReconciler handles Nodes that are being deleted with the termination finalizer. A Node with
@@ -63,7 +64,7 @@ func (r *nodeReconciler) terminateOrphan(ctx context.Context, node *corev1.Node)
 	}
 	// The instance is looked at only when the Node is NotReady: a gone instance means nothing runs.
 	instance := &karpv1.NodeClaim{Status: karpv1.NodeClaimStatus{ProviderID: node.Spec.ProviderID, NodeName: node.Name}}
-	if nodeReady(node) || node.Spec.ProviderID == "" || !r.nothingToDrain(ctx, instance, node) {
+	if nodepredicates.NodeReady(node) || node.Spec.ProviderID == "" || !r.nothingToDrain(ctx, instance, node) {
 		res, err := r.drainer.Drain(ctx, node, nil)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -85,26 +86,8 @@ func (r *nodeReconciler) terminateOrphan(ctx context.Context, node *corev1.Node)
 	if err := releaseNode(ctx, r.kube, node); err != nil {
 		return reconcile.Result{}, err
 	}
+	r.metrics.nodeTerminated(node, r.clock.Now())
 	r.recorder.Eventf(node, nil, corev1.EventTypeNormal, ReasonTerminated, "Terminate", "Drained, instance %s terminated", node.Spec.ProviderID)
 	log.FromContext(ctx).Info("terminated node without nodeclaim")
 	return reconcile.Result{}, nil
-}
-
-// nodesForNodeClaim maps a NodeClaim to the Nodes with its provider ID, so that a Node waiting
-// for its NodeClaim is looked at again when the NodeClaim changes or goes.
-func (r *nodeReconciler) nodesForNodeClaim(ctx context.Context, o client.Object) []reconcile.Request {
-	nc, ok := o.(*karpv1.NodeClaim)
-	if !ok {
-		return nil
-	}
-	nodes, err := fieldindex.NodesForProviderID(ctx, r.kube, nc.Status.ProviderID)
-	if err != nil {
-		log.FromContext(ctx).Error(err, "map nodeclaim to nodes", "nodeclaim", nc.Name)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(nodes))
-	for i := range nodes {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&nodes[i])})
-	}
-	return reqs
 }

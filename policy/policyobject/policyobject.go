@@ -6,12 +6,11 @@ package policyobject
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	"github.com/joiner-dev/joiner/jsonobject"
 	"github.com/joiner-dev/joiner/policy"
 )
 
@@ -54,34 +53,21 @@ func Parameters(pp *v1alpha1.ProvisioningPolicy) (map[string]any, error) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("spec.parameters: not valid JSON (%v); write parameters as a YAML/JSON object such as {teamLabel: joiner.dev/team}", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	m, err := jsonobject.Decode(raw)
+	var (
+		invalid   *jsonobject.InvalidJSONError
+		trailing  *jsonobject.TrailingDataError
+		notObject *jsonobject.NotObjectError
+	)
+	switch {
+	case errors.As(err, &invalid):
+		return nil, fmt.Errorf("spec.parameters: not valid JSON (%w); write parameters as a YAML/JSON object such as {teamLabel: joiner.dev/team}", invalid.Err)
+	case errors.As(err, &trailing):
 		return nil, errors.New("spec.parameters: trailing data after the JSON object; write a single object")
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("spec.parameters: must be an object, got %s; write named parameters such as {allowedTeams: [a, b]}", jsonTypeName(v))
+	case errors.As(err, &notObject):
+		return nil, fmt.Errorf("spec.parameters: must be an object, got %s; write named parameters such as {allowedTeams: [a, b]}", notObject.Kind)
+	case err != nil:
+		return nil, fmt.Errorf("spec.parameters: %w", err)
 	}
 	return m, nil
-}
-
-func jsonTypeName(v any) string {
-	switch v.(type) {
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,4 +32,12 @@ type NodePoolStatus struct {
 // StatusCondition returns the condition of the given type, or nil when the NodePool has none.
 func (in *NodePool) StatusCondition(conditionType string) *metav1.Condition {
 	return meta.FindStatusCondition(in.Status.Conditions, conditionType)
+}
+
+// SetCondition sets the NodePool condition of the given type and reports whether anything changed.
+// ObservedGeneration is stamped from the NodePool's generation, and LastTransitionTime is set to now
+// only when the condition is new or its status changes, so an unchanged status keeps its
+// original transition time.
+func (in *NodePool) SetCondition(now time.Time, conditionType string, status metav1.ConditionStatus, reason, message string) bool {
+	return setCondition(&in.Status.Conditions, in.Generation, now, conditionType, status, reason, message)
 }

@@ -316,6 +316,71 @@ func TestStatusCondition(t *testing.T) {
 	}
 }
 
+func TestSetCondition(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	launched := func(generation int64) []metav1.Condition {
+		return []metav1.Condition{{
+			Type: ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched",
+			ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(t0),
+		}}
+	}
+	tests := []struct {
+		name           string
+		conditions     []metav1.Condition
+		status         metav1.ConditionStatus
+		reason         string
+		message        string
+		wantChanged    bool
+		wantTransition time.Time
+	}{
+		{name: "new condition is stamped now", status: metav1.ConditionTrue, reason: "Launched",
+			wantChanged: true, wantTransition: now},
+		{name: "identical condition changes nothing", conditions: launched(2),
+			status: metav1.ConditionTrue, reason: "Launched", wantChanged: false, wantTransition: t0},
+		{name: "newer generation is stamped, transition kept", conditions: launched(1),
+			status: metav1.ConditionTrue, reason: "Launched", wantChanged: true, wantTransition: t0},
+		{name: "new reason and message keep the transition time", conditions: launched(2),
+			status: metav1.ConditionTrue, reason: "Other", message: "m", wantChanged: true, wantTransition: t0},
+		{name: "status change is stamped now", conditions: launched(2),
+			status: metav1.ConditionFalse, reason: "Failed", message: "boom", wantChanged: true, wantTransition: now},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objectMeta := metav1.ObjectMeta{Generation: 2}
+			nc := &NodeClaim{ObjectMeta: objectMeta, Status: NodeClaimStatus{Conditions: append([]metav1.Condition(nil), tt.conditions...)}}
+			np := &NodePool{ObjectMeta: objectMeta, Status: NodePoolStatus{Conditions: append([]metav1.Condition(nil), tt.conditions...)}}
+			for _, obj := range []struct {
+				kind string
+				set  func(time.Time, string, metav1.ConditionStatus, string, string) bool
+				get  func(string) *metav1.Condition
+			}{
+				{"NodeClaim", nc.SetCondition, nc.StatusCondition},
+				{"NodePool", np.SetCondition, np.StatusCondition},
+			} {
+				changed := obj.set(now, ConditionTypeLaunched, tt.status, tt.reason, tt.message)
+				if changed != tt.wantChanged {
+					t.Errorf("%s: SetCondition changed = %v, want %v", obj.kind, changed, tt.wantChanged)
+				}
+				c := obj.get(ConditionTypeLaunched)
+				if c == nil {
+					t.Fatalf("%s: condition missing after SetCondition", obj.kind)
+				}
+				if c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.message {
+					t.Errorf("%s: condition = %s/%s/%q, want %s/%s/%q", obj.kind, c.Status, c.Reason, c.Message,
+						tt.status, tt.reason, tt.message)
+				}
+				if c.ObservedGeneration != 2 {
+					t.Errorf("%s: ObservedGeneration = %d, want the object's generation 2", obj.kind, c.ObservedGeneration)
+				}
+				if !c.LastTransitionTime.Time.Equal(tt.wantTransition) {
+					t.Errorf("%s: LastTransitionTime = %v, want %v", obj.kind, c.LastTransitionTime.Time, tt.wantTransition)
+				}
+			}
+		})
+	}
+}
+
 func TestNodePoolIsStatic(t *testing.T) {
 	zero, three := int64(0), int64(3)
 	tests := []struct {

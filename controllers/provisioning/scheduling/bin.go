@@ -10,6 +10,8 @@ import (
 // bin is a node pods can be placed on: an existing node or in-flight NodeClaim (existing set), or
 // a NodeClaim planned in this simulation (tmpl set).
 type bin struct {
+	// id is the bin's position in solver.bins; -1 for a template's prospective NodeClaim
+	// (solver.fresh), which gets an id when a pod opens it.
 	id       int32
 	existing *ExistingNode
 	tmpl     *template
@@ -32,10 +34,10 @@ type bin struct {
 	price      float64
 	taints     []corev1.Taint
 	ports      []hostPort
-	counts     []gcount   // hostname groups: pods selected
-	owners     []gcount   // hostname groups: hard owners
-	placed     []*podInfo // pods placed by this simulation, in order
-	basePorts  []hostPort // host ports of the pods already on an existing node
+	counts     []groupCount // hostname groups: pods selected
+	owners     []groupCount // hostname groups: hard owners
+	placed     []*podInfo   // pods placed by this simulation, in order
+	basePorts  []hostPort   // host ports of the pods already on an existing node
 	minRelaxed bool
 }
 

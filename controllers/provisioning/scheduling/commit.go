@@ -7,7 +7,7 @@ import (
 
 // commit applies a placement.
 func (s *solver) commit(q *podInfo, p *plan) {
-	b := p.b
+	b := p.target
 	if b.id < 0 {
 		b = s.openClaim(b.tmpl)
 	}
@@ -16,17 +16,17 @@ func (s *solver) commit(q *podInfo, p *plan) {
 		if t.limits.any() {
 			var before vec
 			if len(b.placed) > 0 {
-				before = t.its[b.opts.its[b.first]].capacity
+				before = t.instanceTypes[b.opts.typeIndices[b.first]].capacity
 			} else {
 				t.limits.claims++
 			}
-			t.limits.reserved = t.limits.reserved.minus(before).plus(t.its[p.opts.its[p.idx]].capacity)
+			t.limits.reserved = t.limits.reserved.minus(before).plus(t.instanceTypes[p.opts.typeIndices[p.optionIndex]].capacity)
 		}
 		if p.narrowed {
 			b.reqs, b.spec = p.reqs, p.spec
 			b.domains = slices.Clone(b.domains)
-			for _, pn := range p.pins {
-				b.domains[pn.key] = pn.domain
+			for _, pinned := range p.pinnedDomains {
+				b.domains[pinned.key] = pinned.domain
 			}
 			for k, d := range s.domainsOf(b.reqs) {
 				if b.domains[k] < 0 {
@@ -34,17 +34,17 @@ func (s *solver) commit(q *podInfo, p *plan) {
 				}
 			}
 		}
-		b.opts, b.first, b.price = p.opts, p.idx, p.opts.price[p.idx]
+		b.opts, b.first, b.price = p.opts, p.optionIndex, p.opts.price[p.optionIndex]
 		b.minRelaxed = b.minRelaxed || p.minRelaxed
 	}
-	b.used = b.used.plus(q.req)
+	b.used = b.used.plus(q.requests)
 	b.ports = append(b.ports, q.ports...)
 	b.placed = append(b.placed, q)
 	for _, g := range q.selectedBy {
 		s.count(b, g)
 	}
-	for _, o := range q.own {
-		s.own(b, o.group)
+	for _, o := range q.ownedGroups {
+		s.countOwner(b, o.group)
 	}
 }
 

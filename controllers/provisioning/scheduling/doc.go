@@ -10,4 +10,54 @@
 // NodePools, their instance types, the DaemonSets and the Options once, returning an immutable
 // Scheduler whose Solve can then run any number of simulations, also concurrently; NodePool limits
 // are passed to every Scheduler.Solve, since they change as NodeClaims launch.
+//
+// # Map of the files
+//
+// The phases, in the order they run:
+//
+//   - types.go: the inputs (Input, NodePool, ExistingNode, Options) and outputs (Results,
+//     NodeClaimPlan, PodError). bin.go's NewExistingNode and NewInFlightNodeClaim turn a Node or
+//     an in-flight NodeClaim into an ExistingNode.
+//   - scheduler.go, Prepare (once per set of NodePools): converts the DaemonSet pods (pods.go) and
+//     builds one poolTemplate per NodePool (template.go, newPoolTemplate), sorted by weight. This
+//     is where a NodePool's instance types are first narrowed: to those compatible with its
+//     requirements and labels, priced and converted, with the DaemonSet overhead of its nodes.
+//   - scheduler.go, Scheduler.Solve (or solve.go, the package-level Solve, which is Prepare plus
+//     one Scheduler.Solve): takes the NodePools' remaining limits and runs one simulation.
+//   - setup.go, newSolver, in this order: preparePods (pods.go newPodInfo: requests, node
+//     requirements, host ports, soft node affinity; topology.go constraintsOf), prepareNodePools
+//     (template.go newTemplate: a per-simulation template carrying the remaining limits),
+//     prepareGroups (topology.go groupFor: shared topology groups), prepareSelection (which
+//     groups count each pod, and which NodePools' taints it tolerates, via taints.go),
+//     prepareExistingNodes (each existing node becomes a bin with its pods counted), prepareOrder
+//     (pod sizes, and the prospective NodeClaim each NodePool would open).
+//   - solve.go, solver.run: sorts the pods (queueOrder), then places them in passes; later passes
+//     retry failed pods, dropping their soft constraints one at a time (pods.go relax, in the
+//     order sortPrefs sets). solver.place is where a pod gets placed: it tries every existing
+//     node and planned NodeClaim, then the first NodePool whose prospective NodeClaim takes it,
+//     and keeps the placement that adds the least price.
+//   - fit.go: estimate (a cheap bound from resources alone) and fit, which checks one placement:
+//     taints, host ports, node requirements, topology (topologycheck.go fitsTopology, which also
+//     pins an open zone or other domain of a planned NodeClaim), then for a planned NodeClaim the
+//     instance types left (template.go optionsFor and cheapestFit: the per-NodeClaim narrowing of
+//     instance types), minValues and the NodePool's limits (template.go limits.allows).
+//   - commit.go: applies the chosen placement: opens the NodeClaim if it is new, reserves its
+//     capacity against the limits, records the narrowed requirements and topology counts.
+//   - improve.go: the improvement pass, run by solver.run once every pod has been tried: moves
+//     pods off planned NodeClaims when that lowers the total price, undoing what does not help.
+//   - finalize.go, solver.results: each planned NodeClaim's final instance-type options (those
+//     fitting its pods, within what the NodePool's limits leave for the largest option,
+//     truncated to MaxInstanceTypes; the last narrowing), and NodeClaimPlan.NodeClaim.
+//   - explain.go: the UnschedulableError of each pod that could not be placed, by re-running fit
+//     with a reason collector against every NodePool and existing node.
+//
+// Supporting files: bin.go (a node in the simulation), pods.go (a pod in the simulation and its
+// soft constraints), template.go (a NodePool in the simulation: instance types, option sets,
+// limits), topology.go (topology keys, domains and groups), topologycheck.go (the topology
+// checks of fit), resources.go (resource arithmetic, pod requests), taints.go (tolerations).
+//
+// Where NodePool limits are applied: they enter through Scheduler.Solve (NodePool.Remaining for
+// the package-level Solve), become template.go's limits in setup.go, are checked in fit.go,
+// reserved in commit.go, released and restored by the moves of improve.go, and bound the final
+// options in finalize.go.
 package scheduling

@@ -66,47 +66,47 @@ func (s *solver) explain(q *podInfo) error {
 	for i := 0; i < q.dropped; i++ {
 		e.Relaxed = append(e.Relaxed, q.describePreference(q.prefs[i], s.topo))
 	}
-	for i, t := range s.tmpls {
+	for i, t := range s.templates {
 		reason := ""
 		switch {
 		case t.err != nil:
 			reason = t.err.Error()
 		default:
-			var w why
-			fb := s.fresh[i]
-			if _, ok := s.estimate(q, fb); !ok {
-				need := fb.used.plus(q.req)
-				w.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", describeVec(need))
-			} else if _, ok := s.fit(q, fb, &w); ok {
-				w.set("a new NodeClaim would fit the pod alone, but not together with the pods already planned")
+			var refusal refusalReason
+			fresh := s.fresh[i]
+			if _, ok := s.estimate(q, fresh); !ok {
+				need := fresh.used.plus(q.requests)
+				refusal.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", describeVec(need))
+			} else if _, ok := s.fit(q, fresh, &refusal); ok {
+				refusal.set("a new NodeClaim would fit the pod alone, but not together with the pods already planned")
 			}
-			reason = w.reason
+			reason = refusal.reason
 		}
 		e.NodePools = append(e.NodePools, NodePoolRejection{NodePool: t.name, Reason: reason})
 	}
-	if s.existing > 0 {
+	if s.existingCount > 0 {
 		counts := map[string]int{}
 		var order []string
-		for _, b := range s.bins[:s.existing] {
-			var w why
+		for _, b := range s.bins[:s.existingCount] {
+			var refusal refusalReason
 			if _, ok := s.estimate(q, b); !ok {
-				w.set("not enough free resources")
+				refusal.set("not enough free resources")
 			} else {
-				s.fit(q, b, &w)
+				s.fit(q, b, &refusal)
 			}
-			if w.reason == "" {
+			if refusal.reason == "" {
 				continue
 			}
-			if counts[w.reason] == 0 {
-				order = append(order, w.reason)
+			if counts[refusal.reason] == 0 {
+				order = append(order, refusal.reason)
 			}
-			counts[w.reason]++
+			counts[refusal.reason]++
 		}
 		parts := make([]string, 0, len(order))
 		for _, r := range order {
 			parts = append(parts, fmt.Sprintf("%d× %s", counts[r], r))
 		}
-		e.ExistingNodes = fmt.Sprintf("no existing node fits (%d nodes: %s)", s.existing, strings.Join(parts, "; "))
+		e.ExistingNodes = fmt.Sprintf("no existing node fits (%d nodes: %s)", s.existingCount, strings.Join(parts, "; "))
 	}
 	return e
 }

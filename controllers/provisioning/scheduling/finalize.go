@@ -14,16 +14,16 @@ import (
 // results turns the simulation state into decisions.
 func (s *solver) results() *Results {
 	r := &Results{}
-	for _, b := range s.bins[:s.existing] {
+	for _, b := range s.bins[:s.existingCount] {
 		if len(b.placed) > 0 {
 			r.ExistingNodes = append(r.ExistingNodes, ExistingNodePlacement{Node: b.existing, Pods: b.pods()})
 		}
 	}
-	budgets := make([]vec, len(s.tmpls))
-	for i, t := range s.tmpls {
+	budgets := make([]vec, len(s.templates))
+	for i, t := range s.templates {
 		budgets[i] = t.limits.remaining.minus(t.limits.reserved)
 	}
-	for _, b := range s.bins[s.existing:] {
+	for _, b := range s.bins[s.existingCount:] {
 		if len(b.placed) == 0 {
 			continue // emptied by the improvement pass
 		}
@@ -56,20 +56,20 @@ func (s *solver) finalizeClaim(b *bin, budget *vec) *NodeClaimPlan {
 	}
 	var base, ceiling vec
 	if t.limits.any() {
-		base = t.its[b.opts.its[b.first]].capacity
+		base = t.instanceTypes[b.opts.typeIndices[b.first]].capacity
 		ceiling = base.plus(*budget)
 	}
 	var types cloudprovider.InstanceTypes
 	var zero vec
-	for i := b.first; i < len(b.opts.its) && (collect == 0 || len(types) < collect); i++ {
-		info := &t.its[b.opts.its[i]]
-		if !fitsCore(&b.used, &zero, &b.opts.alloc[i]) || (b.used.ext != nil && !fitsSum(&b.used, &zero, &info.alloc)) {
+	for i := b.first; i < len(b.opts.typeIndices) && (collect == 0 || len(types) < collect); i++ {
+		info := &t.instanceTypes[b.opts.typeIndices[i]]
+		if !fitsCore(&b.used, &zero, &b.opts.alloc[i]) || (b.used.extended != nil && !fitsSum(&b.used, &zero, &info.alloc)) {
 			continue
 		}
 		if t.limits.any() && !withinLimited(&t.limits, &info.capacity, &ceiling) {
 			continue
 		}
-		types = append(types, info.it)
+		types = append(types, info.instanceType)
 	}
 	if truncated, err := types.Truncate(b.spec, limit); err == nil || s.opts.MinValuesPolicy == MinValuesPolicyBestEffort {
 		types = truncated
@@ -102,8 +102,8 @@ func withinLimited(l *limits, c, ceiling *vec) bool {
 			return false
 		}
 	}
-	for name := range l.extLimit {
-		if c.ext[name] > ceiling.ext[name] {
+	for name := range l.limitedExtended {
+		if c.extended[name] > ceiling.extended[name] {
 			return false
 		}
 	}

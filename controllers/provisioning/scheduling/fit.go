@@ -9,22 +9,22 @@ import (
 
 // plan is a checked placement of one pod on one bin: what it costs and what it changes.
 type plan struct {
-	b     *bin
-	delta float64 // price added: 0 on an existing node, growth of a planned NodeClaim, price of a new one
-	rank  int
-	slack float64 // normalised cpu+memory left on the chosen size; less is a tighter fit
+	target *bin    // the bin the pod goes on
+	delta  float64 // price added: 0 on an existing node, growth of a planned NodeClaim, price of a new one
+	rank   int
+	slack  float64 // normalised cpu+memory left on the chosen size; less is a tighter fit
 	// For planned NodeClaims: the narrowed requirements (when narrowed), the new options and the
 	// index of the cheapest that fits.
-	narrowed   bool
-	reqs, spec requirements.Requirements
-	pins       []pin
-	opts       *optionSet
-	idx        int
-	minRelaxed bool
+	narrowed      bool
+	reqs, spec    requirements.Requirements
+	pinnedDomains []domainPin
+	opts          *optionSet
+	optionIndex   int
+	minRelaxed    bool
 }
 
-// pin fixes a topology key of a planned NodeClaim to a domain.
-type pin struct{ key, domain int32 }
+// domainPin fixes a topology key of a planned NodeClaim to a domain.
+type domainPin struct{ key, domain int32 }
 
 const priceEpsilon = 1e-9
 
@@ -39,8 +39,8 @@ func (p *plan) better(o *plan) bool {
 		return false
 	case p.rank != o.rank:
 		return p.rank < o.rank
-	case p.delta > priceEpsilon && p.b.price != o.b.price:
-		return p.b.price < o.b.price
+	case p.delta > priceEpsilon && p.target.price != o.target.price:
+		return p.target.price < o.target.price
 	}
 	return p.slack < o.slack
 }
@@ -56,61 +56,62 @@ func (s *solver) slackOf(used, add *vec, alloc *[numCore]int64) float64 {
 // placement can only narrow the options, which never makes them cheaper.
 func (s *solver) estimate(q *podInfo, b *bin) (plan, bool) {
 	if b.existing != nil {
-		if !fitsSum(&b.used, &q.req, &b.capacity) {
+		if !fitsSum(&b.used, &q.requests, &b.capacity) {
 			return plan{}, false
 		}
-		return plan{b: b, rank: b.rank(), slack: s.slackOf(&b.used, &q.req, &b.capacity.core)}, true
+		return plan{target: b, rank: b.rank(), slack: s.slackOf(&b.used, &q.requests, &b.capacity.core)}, true
 	}
 	o := b.opts
-	if !fitsCore(&b.used, &q.req, &o.maxAlloc) {
+	if !fitsCore(&b.used, &q.requests, &o.maxAlloc) {
 		return plan{}, false
 	}
-	idx := o.cheapestFit(b.tmpl, b.first, &b.used, &q.req)
+	idx := o.cheapestFit(b.tmpl, b.first, &b.used, &q.requests)
 	if idx < 0 {
 		return plan{}, false
 	}
-	return plan{b: b, rank: b.rank(), delta: o.price[idx] - b.price, slack: s.slackOf(&b.used, &q.req, &o.alloc[idx])}, true
+	return plan{target: b, rank: b.rank(), delta: o.price[idx] - b.price, slack: s.slackOf(&b.used, &q.requests, &o.alloc[idx])}, true
 }
 
-// why collects the reason a placement was refused, when the caller wants one.
-type why struct{ reason string }
+// refusalReason collects the reason a placement was refused, when the caller wants one; only
+// the first reason given is kept.
+type refusalReason struct{ reason string }
 
-func (w *why) set(format string, args ...any) {
-	if w != nil && w.reason == "" {
-		w.reason = fmt.Sprintf(format, args...)
+func (r *refusalReason) set(format string, args ...any) {
+	if r != nil && r.reason == "" {
+		r.reason = fmt.Sprintf(format, args...)
 	}
 }
 
-// fit checks every constraint of placing q on b and returns the placement. When w is not nil it
-// receives the reason of a refusal.
-func (s *solver) fit(q *podInfo, b *bin, w *why) (plan, bool) {
-	p := plan{b: b, rank: b.rank(), idx: -1}
+// fit checks every constraint of placing q on b and returns the placement. When refusal is not nil
+// it receives the reason of a refusal.
+func (s *solver) fit(q *podInfo, b *bin, refusal *refusalReason) (plan, bool) {
+	p := plan{target: b, rank: b.rank(), optionIndex: -1}
 
 	// Taints.
 	if b.existing != nil {
 		hard, soft := untolerated(q.pod.Spec.Tolerations, b.taints)
 		if hard != nil {
-			if w != nil {
-				w.set("taint %s not tolerated", hard.ToString())
+			if refusal != nil {
+				refusal.set("taint %s not tolerated", hard.ToString())
 			}
 			return p, false
 		}
 		if soft != nil && q.avoidsPreferNoSchedule() {
-			if w != nil {
-				w.set("PreferNoSchedule taint %s avoided while preferences are respected", soft.ToString())
+			if refusal != nil {
+				refusal.set("PreferNoSchedule taint %s avoided while preferences are respected", soft.ToString())
 			}
 			return p, false
 		}
 	} else if tol := q.tolerance[b.tmpl.index]; tol == 2 || (tol == 1 && q.avoidsPreferNoSchedule()) {
-		if w != nil {
+		if refusal != nil {
 			hard, soft := untolerated(q.pod.Spec.Tolerations, b.taints)
 			if hard != nil {
-				if w != nil {
-					w.set("taint %s not tolerated", hard.ToString())
+				if refusal != nil {
+					refusal.set("taint %s not tolerated", hard.ToString())
 				}
 			} else {
-				if w != nil {
-					w.set("PreferNoSchedule taint %s avoided while preferences are respected", soft.ToString())
+				if refusal != nil {
+					refusal.set("PreferNoSchedule taint %s avoided while preferences are respected", soft.ToString())
 				}
 			}
 		}
@@ -121,8 +122,8 @@ func (s *solver) fit(q *podInfo, b *bin, w *why) (plan, bool) {
 	for _, qp := range q.ports {
 		for _, bp := range b.ports {
 			if qp.conflicts(bp) {
-				if w != nil {
-					w.set("host port %d/%s already used on the node", qp.port, qp.protocol)
+				if refusal != nil {
+					refusal.set("host port %d/%s already used on the node", qp.port, qp.protocol)
 				}
 				return p, false
 			}
@@ -153,8 +154,8 @@ func (s *solver) fit(q *podInfo, b *bin, w *why) (plan, bool) {
 		}
 	}
 	if term < 0 {
-		if w != nil {
-			w.set("%s", first.Error())
+		if refusal != nil {
+			refusal.set("%s", first.Error())
 		}
 		return p, false
 	}
@@ -170,13 +171,13 @@ func (s *solver) fit(q *podInfo, b *bin, w *why) (plan, bool) {
 	}
 
 	// Topology.
-	if !s.fitsTopology(q, b, &reqs, &spec, &p, w) {
+	if !s.fitsTopology(q, b, &reqs, &spec, &p, refusal) {
 		return p, false
 	}
 
 	// Price, options, minValues and limits of a planned NodeClaim.
 	if b.existing != nil {
-		p.slack = s.slackOf(&b.used, &q.req, &b.capacity.core)
+		p.slack = s.slackOf(&b.used, &q.requests, &b.capacity.core)
 		return p, true
 	}
 	t := b.tmpl
@@ -187,28 +188,28 @@ func (s *solver) fit(q *podInfo, b *bin, w *why) (plan, bool) {
 		}
 		opts, from = p.opts, 0
 	}
-	idx := opts.cheapestFit(t, from, &b.used, &q.req)
+	idx := opts.cheapestFit(t, from, &b.used, &q.requests)
 	if idx < 0 {
-		if w != nil {
-			need := b.used.plus(q.req)
+		if refusal != nil {
+			need := b.used.plus(q.requests)
 			if p.narrowed {
-				if w != nil {
-					w.set("no instance type compatible with %s has %s free for the pod and what is already planned", reqs, describeVec(need))
+				if refusal != nil {
+					refusal.set("no instance type compatible with %s has %s free for the pod and what is already planned", reqs, describeVec(need))
 				}
 			} else {
-				if w != nil {
-					w.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", describeVec(need))
+				if refusal != nil {
+					refusal.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", describeVec(need))
 				}
 			}
 		}
 		return p, false
 	}
 	if t.minValues {
-		need := b.used.plus(q.req)
+		need := b.used.plus(q.requests)
 		if err := t.fittingTypes(opts, idx, &need).SatisfiesMinValues(reqs); err != nil {
 			if s.opts.MinValuesPolicy != MinValuesPolicyBestEffort {
-				if w != nil {
-					w.set("%s", err.Error())
+				if refusal != nil {
+					refusal.set("%s", err.Error())
 				}
 				return p, false
 			}
@@ -219,17 +220,17 @@ func (s *solver) fit(q *podInfo, b *bin, w *why) (plan, bool) {
 		var before vec
 		newClaims := int64(1)
 		if b.id >= 0 {
-			before, newClaims = t.its[b.opts.its[b.first]].capacity, 0
+			before, newClaims = t.instanceTypes[b.opts.typeIndices[b.first]].capacity, 0
 		}
-		if ok, which := t.limits.allows(&before, &t.its[opts.its[idx]].capacity, newClaims); !ok {
-			if w != nil {
-				w.set("its limits would be exceeded (%s)", which)
+		if ok, which := t.limits.allows(&before, &t.instanceTypes[opts.typeIndices[idx]].capacity, newClaims); !ok {
+			if refusal != nil {
+				refusal.set("its limits would be exceeded (%s)", which)
 			}
 			return p, false
 		}
 	}
-	p.reqs, p.spec, p.opts, p.idx = reqs, spec, opts, idx
+	p.reqs, p.spec, p.opts, p.optionIndex = reqs, spec, opts, idx
 	p.delta = opts.price[idx] - b.price
-	p.slack = s.slackOf(&b.used, &q.req, &opts.alloc[idx])
+	p.slack = s.slackOf(&b.used, &q.requests, &opts.alloc[idx])
 	return p, true
 }

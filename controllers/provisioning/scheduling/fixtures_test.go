@@ -163,7 +163,8 @@ func withRequests(name corev1.ResourceName, q string) podOption {
 	return func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests[name] = resource.MustParse(q) }
 }
 
-func nsr(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
+// nodeSelectorRequirement builds one node selector requirement.
+func nodeSelectorRequirement(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
 	return corev1.NodeSelectorRequirement{Key: key, Operator: op, Values: values}
 }
 

@@ -19,7 +19,7 @@ const maxImprovementSweeps = 8
 func (s *solver) improve(ctx context.Context) {
 	for sweep := 0; sweep < maxImprovementSweeps; sweep++ {
 		moved := false
-		for _, src := range s.bins[s.existing:] {
+		for _, src := range s.bins[s.existingCount:] {
 			if ctx.Err() != nil {
 				return
 			}
@@ -64,7 +64,7 @@ func (s *solver) priceWithout(src *bin, q *podInfo) float64 {
 	if len(src.placed) == 1 {
 		return 0
 	}
-	left := src.used.minus(q.req)
+	left := src.used.minus(q.requests)
 	var zero vec
 	idx := src.opts.cheapestFit(src.tmpl, 0, &left, &zero)
 	return src.opts.priceOf(idx)
@@ -87,15 +87,15 @@ func (s *solver) moveSomewhere(q *podInfo, src *bin, saving float64) bool {
 func (s *solver) remove(q *podInfo, src *bin) (undo func()) {
 	at := slices.Index(src.placed, q)
 	saved := struct {
-		used  vec
-		first int
-		price float64
-		ports []hostPort
-		res   vec
+		used     vec
+		first    int
+		price    float64
+		ports    []hostPort
+		reserved vec
 	}{src.used, src.first, src.price, src.ports, src.tmpl.limits.reserved}
 	t := src.tmpl
 	src.placed = slices.Delete(src.placed, at, at+1)
-	src.used = src.used.minus(q.req)
+	src.used = src.used.minus(q.requests)
 	src.ports = nil
 	for _, p := range src.placed {
 		src.ports = append(src.ports, p.ports...)
@@ -103,10 +103,10 @@ func (s *solver) remove(q *podInfo, src *bin) (undo func()) {
 	for _, g := range q.selectedBy {
 		s.uncount(src, g)
 	}
-	for _, o := range q.own {
-		s.unown(src, o.group)
+	for _, o := range q.ownedGroups {
+		s.uncountOwner(src, o.group)
 	}
-	oldCapacity := t.its[src.opts.its[src.first]].capacity
+	oldCapacity := t.instanceTypes[src.opts.typeIndices[src.first]].capacity
 	if len(src.placed) == 0 {
 		src.price = 0
 		if t.limits.any() {
@@ -118,7 +118,7 @@ func (s *solver) remove(q *podInfo, src *bin) (undo func()) {
 		src.first = src.opts.cheapestFit(t, 0, &src.used, &zero)
 		src.price = src.opts.price[src.first]
 		if t.limits.any() {
-			t.limits.reserved = t.limits.reserved.minus(oldCapacity).plus(t.its[src.opts.its[src.first]].capacity)
+			t.limits.reserved = t.limits.reserved.minus(oldCapacity).plus(t.instanceTypes[src.opts.typeIndices[src.first]].capacity)
 		}
 	}
 	return func() {
@@ -127,17 +127,17 @@ func (s *solver) remove(q *podInfo, src *bin) (undo func()) {
 		}
 		src.placed = slices.Insert(src.placed, at, q)
 		src.used, src.first, src.price, src.ports = saved.used, saved.first, saved.price, saved.ports
-		t.limits.reserved = saved.res
+		t.limits.reserved = saved.reserved
 		for _, g := range q.selectedBy {
 			s.count(src, g)
 		}
-		for _, o := range q.own {
-			s.own(src, o.group)
+		for _, o := range q.ownedGroups {
+			s.countOwner(src, o.group)
 		}
 	}
 }
 
-// uncount and unown reverse count and own.
+// uncount and uncountOwner reverse count and countOwner.
 func (s *solver) uncount(b *bin, g int32) {
 	grp := s.topo.groups[g]
 	grp.total--
@@ -150,7 +150,7 @@ func (s *solver) uncount(b *bin, g int32) {
 	}
 }
 
-func (s *solver) unown(b *bin, g int32) {
+func (s *solver) uncountOwner(b *bin, g int32) {
 	grp := s.topo.groups[g]
 	if grp.key == hostnameKey {
 		b.owners = decCount(b.owners, g)
@@ -161,10 +161,10 @@ func (s *solver) unown(b *bin, g int32) {
 	}
 }
 
-func decCount(cs []gcount, g int32) []gcount {
+func decCount(cs []groupCount, g int32) []groupCount {
 	for i := range cs {
 		if cs[i].group == g {
-			cs[i].n--
+			cs[i].count--
 			return cs
 		}
 	}
@@ -214,12 +214,12 @@ func (s *solver) removalKeepsOthers(q *podInfo, src *bin, p *plan) bool {
 
 // domainAfter is the domain of key the placement puts the pod in, or -1.
 func (s *solver) domainAfter(p *plan, key int32) int32 {
-	for _, pn := range p.pins {
-		if pn.key == key {
-			return pn.domain
+	for _, pinned := range p.pinnedDomains {
+		if pinned.key == key {
+			return pinned.domain
 		}
 	}
-	if d := p.b.domains[key]; d >= 0 {
+	if d := p.target.domains[key]; d >= 0 {
 		return d
 	}
 	if p.narrowed {
@@ -234,7 +234,7 @@ func (s *solver) domainAfter(p *plan, key int32) int32 {
 
 // ownsHard reports whether the pod declares group g as a hard constraint.
 func (q *podInfo) ownsHard(g int32) bool {
-	for _, o := range q.own {
+	for _, o := range q.ownedGroups {
 		if o.group == g {
 			return true
 		}
@@ -283,7 +283,7 @@ func (s *solver) bestTarget(q *podInfo, src *bin, limit float64) (plan, bool) {
 		if b == src || (b.isNew() && len(b.placed) == 0) {
 			continue
 		}
-		if free && b.isNew() && !fitsCore(&b.used, &q.req, &b.opts.alloc[b.first]) {
+		if free && b.isNew() && !fitsCore(&b.used, &q.requests, &b.opts.alloc[b.first]) {
 			continue
 		}
 		est, ok := s.estimate(q, b)
@@ -305,7 +305,7 @@ func (s *solver) bestTarget(q *podInfo, src *bin, limit float64) (plan, bool) {
 // commitUndoable commits a placement on a node that already has pods (or is an existing node)
 // and returns a function that reverses it exactly.
 func (s *solver) commitUndoable(q *podInfo, p *plan) (undo func()) {
-	b := p.b
+	b := p.target
 	saved := *b
 	var limitsSaved limits
 	if b.tmpl != nil {
@@ -316,8 +316,8 @@ func (s *solver) commitUndoable(q *podInfo, p *plan) (undo func()) {
 		for _, g := range q.selectedBy {
 			s.uncount(b, g)
 		}
-		for _, o := range q.own {
-			s.unown(b, o.group)
+		for _, o := range q.ownedGroups {
+			s.uncountOwner(b, o.group)
 		}
 		counts, owners := b.counts, b.owners
 		*b = saved

@@ -25,29 +25,29 @@ func TestNodeSelectorAndRequiredNodeAffinity(t *testing.T) {
 			wantErr: []string{`NodePool "default" ruled out: incompatible requirement team In [b] vs [a]`}},
 		{name: "label no node carries", opt: withNodeSelector("example.com/disk", "ssd"),
 			wantErr: []string{"incompatible requirement example.com/disk In [ssd] vs label not defined"}},
-		{name: "In", opt: withNodeAffinity(nsr(karpv1.LabelInstanceType, corev1.NodeSelectorOpIn, "fake-it-3", "fake-it-7")),
+		{name: "In", opt: withNodeAffinity(nodeSelectorRequirement(karpv1.LabelInstanceType, corev1.NodeSelectorOpIn, "fake-it-3", "fake-it-7")),
 			want: map[string]string{karpv1.LabelInstanceType: "fake-it-3"}},
-		{name: "NotIn", opt: withNodeAffinity(nsr(karpv1.LabelInstanceType, corev1.NodeSelectorOpNotIn, "fake-it-0", "fake-it-1")),
+		{name: "NotIn", opt: withNodeAffinity(nodeSelectorRequirement(karpv1.LabelInstanceType, corev1.NodeSelectorOpNotIn, "fake-it-0", "fake-it-1")),
 			want: map[string]string{karpv1.LabelInstanceType: "fake-it-2"}},
-		{name: "Exists on an instance-type label", opt: withNodeAffinity(nsr(fake.LabelSpecial, corev1.NodeSelectorOpExists)),
+		{name: "Exists on an instance-type label", opt: withNodeAffinity(nodeSelectorRequirement(fake.LabelSpecial, corev1.NodeSelectorOpExists)),
 			want: map[string]string{karpv1.LabelInstanceType: "fake-it-4"}},
-		{name: "DoesNotExist on an instance-type label", opt: withNodeAffinity(nsr(fake.LabelSpecial, corev1.NodeSelectorOpDoesNotExist)),
+		{name: "DoesNotExist on an instance-type label", opt: withNodeAffinity(nodeSelectorRequirement(fake.LabelSpecial, corev1.NodeSelectorOpDoesNotExist)),
 			want: map[string]string{karpv1.LabelInstanceType: "fake-it-0"}},
-		{name: "Gt", opt: withNodeAffinity(nsr(fake.LabelInteger, corev1.NodeSelectorOpGt, "9")),
+		{name: "Gt", opt: withNodeAffinity(nodeSelectorRequirement(fake.LabelInteger, corev1.NodeSelectorOpGt, "9")),
 			want: map[string]string{karpv1.LabelInstanceType: "fake-it-9"}},
-		{name: "Lt with Gt", opt: withNodeAffinity(nsr(fake.LabelInteger, corev1.NodeSelectorOpGt, "2"), nsr(fake.LabelInteger, corev1.NodeSelectorOpLt, "4")),
+		{name: "Lt with Gt", opt: withNodeAffinity(nodeSelectorRequirement(fake.LabelInteger, corev1.NodeSelectorOpGt, "2"), nodeSelectorRequirement(fake.LabelInteger, corev1.NodeSelectorOpLt, "4")),
 			want: map[string]string{karpv1.LabelInstanceType: "fake-it-2"}},
-		{name: "Gt beyond every type", opt: withNodeAffinity(nsr(fake.LabelInteger, corev1.NodeSelectorOpGt, "16")),
+		{name: "Gt beyond every type", opt: withNodeAffinity(nodeSelectorRequirement(fake.LabelInteger, corev1.NodeSelectorOpGt, "16")),
 			wantErr: []string{"incompatible requirement integer Gt 16 vs"}},
 		{name: "second term used when the first cannot match", opt: func(p *corev1.Pod) {
-			withNodeAffinity(nsr(karpv1.LabelArch, corev1.NodeSelectorOpIn, karpv1.ArchitectureArm64))(p)
-			withNodeAffinity(nsr(zone, corev1.NodeSelectorOpIn, fake.Zone3))(p)
+			withNodeAffinity(nodeSelectorRequirement(karpv1.LabelArch, corev1.NodeSelectorOpIn, karpv1.ArchitectureArm64))(p)
+			withNodeAffinity(nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, fake.Zone3))(p)
 		}, want: map[string]string{zone: fake.Zone3}},
-		{name: "arch conflict names both sides", opt: withNodeAffinity(nsr(karpv1.LabelArch, corev1.NodeSelectorOpIn, karpv1.ArchitectureArm64)),
+		{name: "arch conflict names both sides", opt: withNodeAffinity(nodeSelectorRequirement(karpv1.LabelArch, corev1.NodeSelectorOpIn, karpv1.ArchitectureArm64)),
 			wantErr: []string{`NodePool "default" ruled out: incompatible requirement kubernetes.io/arch In [arm64] vs [amd64]`}},
 		{name: "hostname of no node", opt: withNodeSelector(karpv1.LabelHostname, "node-a"),
 			wantErr: []string{"incompatible requirement kubernetes.io/hostname In [node-a] vs label not defined"}},
-		{name: "capacity type and zone together", opt: withNodeAffinity(nsr(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot"), nsr(zone, corev1.NodeSelectorOpNotIn, fake.Zone1)),
+		{name: "capacity type and zone together", opt: withNodeAffinity(nodeSelectorRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot"), nodeSelectorRequirement(zone, corev1.NodeSelectorOpNotIn, fake.Zone1)),
 			want: map[string]string{karpv1.CapacityTypeLabelKey: "spot", zone: ""}},
 	}
 	for _, tt := range tests {

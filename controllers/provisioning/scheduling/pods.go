@@ -58,8 +58,8 @@ func (a hostPort) conflicts(b hostPort) bool {
 
 // podInfo is a pod prepared for the simulation.
 type podInfo struct {
-	pod *corev1.Pod
-	req vec
+	pod      *corev1.Pod
+	requests vec
 	// terms are the alternative node requirements (required node affinity terms with the
 	// nodeSelector); terms without their hostname requirement are in noHost.
 	terms  []requirements.Requirements
@@ -72,7 +72,7 @@ type podInfo struct {
 	// active are terms intersected with the preferred node affinity terms still in force.
 	active       []requirements.Requirements
 	activeNoHost []requirements.Requirements
-	own          []owned
+	ownedGroups  []owned
 	// activeGroups are the groups the pod declares that are in force: the hard ones and the soft
 	// ones not dropped yet.
 	activeGroups []int32
@@ -97,7 +97,7 @@ func (p *podInfo) name() string { return p.pod.Namespace + "/" + p.pod.Name }
 // Topology is prepared by the solver once every key is known. preferNoSchedule says whether any
 // node or NodePool has a PreferNoSchedule taint worth avoiding.
 func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool) *podInfo {
-	p := &podInfo{pod: pod, req: podRequests(pod)}
+	p := &podInfo{pod: pod, requests: podRequests(pod)}
 	terms, err := requirements.ForPod(pod)
 	if err != nil {
 		p.err = err
@@ -201,7 +201,7 @@ func (p *podInfo) keeps(kind prefKind) bool {
 // refreshActive recomputes the groups and the node requirements still in force.
 func (p *podInfo) refreshActive() {
 	p.activeGroups = p.activeGroups[:0]
-	for _, o := range p.own {
+	for _, o := range p.ownedGroups {
 		p.activeGroups = append(p.activeGroups, o.group)
 	}
 	for i := p.dropped; i < len(p.prefs); i++ {

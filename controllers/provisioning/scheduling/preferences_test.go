@@ -20,7 +20,7 @@ func TestPreferences(t *testing.T) {
 	}{
 		{
 			name: "preferred zone is honoured",
-			pods: []*corev1.Pod{newPod("p", "1", "1Gi", withPreferredNodeAffinity(10, nsr(zone, corev1.NodeSelectorOpIn, fake.Zone3)))},
+			pods: []*corev1.Pod{newPod("p", "1", "1Gi", withPreferredNodeAffinity(10, nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, fake.Zone3)))},
 			check: func(t *testing.T, r *Results) {
 				if z := zoneOf(t, r, "p"); z != fake.Zone3 {
 					t.Errorf("zone %q", z)
@@ -30,7 +30,7 @@ func TestPreferences(t *testing.T) {
 		{
 			name:   "preferred zone is ignored under Ignore",
 			policy: PreferencePolicyIgnore,
-			pods:   []*corev1.Pod{newPod("p", "1", "1Gi", withPreferredNodeAffinity(10, nsr(zone, corev1.NodeSelectorOpIn, fake.Zone3)))},
+			pods:   []*corev1.Pod{newPod("p", "1", "1Gi", withPreferredNodeAffinity(10, nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, fake.Zone3)))},
 			check: func(t *testing.T, r *Results) {
 				if z := zoneOf(t, r, "p"); z == fake.Zone3 {
 					t.Errorf("zone %q: the preference should not narrow the NodeClaim", z)
@@ -40,8 +40,8 @@ func TestPreferences(t *testing.T) {
 		{
 			name: "impossible preference is dropped, the heavier one kept",
 			pods: []*corev1.Pod{newPod("p", "1", "1Gi",
-				withPreferredNodeAffinity(50, nsr(zone, corev1.NodeSelectorOpIn, fake.Zone2)),
-				withPreferredNodeAffinity(1, nsr(zone, corev1.NodeSelectorOpIn, "test-zone-9")))},
+				withPreferredNodeAffinity(50, nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, fake.Zone2)),
+				withPreferredNodeAffinity(1, nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, "test-zone-9")))},
 			check: func(t *testing.T, r *Results) {
 				if z := zoneOf(t, r, "p"); z != fake.Zone2 {
 					t.Errorf("zone %q, want the weight-50 preference %s", z, fake.Zone2)
@@ -88,7 +88,7 @@ func TestPreferences(t *testing.T) {
 			// Zone anti-affinity (weight 10) and zone 1 (weight 1) conflict from the second pod on:
 			// the node affinity goes first, so the first three pods take one zone each.
 			pods: replicas(3, "web", "100m", withLabels("app", "web"), withPreferredPodAntiAffinity(10, term(zone, "app", "web")),
-				withPreferredNodeAffinity(1, nsr(zone, corev1.NodeSelectorOpIn, fake.Zone1))),
+				withPreferredNodeAffinity(1, nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, fake.Zone1))),
 			check: func(t *testing.T, r *Results) {
 				seen := map[string]bool{}
 				for i := range 3 {
@@ -130,7 +130,7 @@ func TestRelaxationIsReported(t *testing.T) {
 	// Pinned to zone 1 by a requirement, the pod cannot meet its preferred zone 3, and also not
 	// a required anti-affinity: the error lists what was dropped before giving up.
 	p := newPod("p", "1", "1Gi", withLabels("app", "p"), withNodeSelector(karpv1.LabelTopologyZone, fake.Zone1),
-		withPreferredNodeAffinity(5, nsr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, fake.Zone3)),
+		withPreferredNodeAffinity(5, nodeSelectorRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, fake.Zone3)),
 		withPodAntiAffinity(term(karpv1.LabelTopologyZone, "app", "p")))
 	blocker := existingNode("n1", fake.Zone1, newPod("other", "15", "1Gi", withLabels("app", "p")))
 	r := solve(t, Input{Pods: []*corev1.Pod{p}, ExistingNodes: []*ExistingNode{blocker}, NodePools: []NodePool{pool(newNodePool("default"))}})

@@ -23,8 +23,8 @@ var coreNames = [numCore]corev1.ResourceName{corev1.ResourceCPU, corev1.Resource
 // resource in milli-units in a map that is nil for almost every pod. A vec is a value; methods
 // that change it copy the map first.
 type vec struct {
-	core [numCore]int64
-	ext  map[corev1.ResourceName]int64
+	core     [numCore]int64
+	extended map[corev1.ResourceName]int64
 }
 
 func coreIndex(name corev1.ResourceName) int {
@@ -63,10 +63,10 @@ func (v *vec) set(name corev1.ResourceName, q resource.Quantity) {
 	if n == 0 {
 		return
 	}
-	if v.ext == nil {
-		v.ext = map[corev1.ResourceName]int64{}
+	if v.extended == nil {
+		v.extended = map[corev1.ResourceName]int64{}
 	}
-	v.ext[name] = n
+	v.extended[name] = n
 }
 
 // unknownCapacity stands for a pod-count or ephemeral-storage capacity a node or instance type
@@ -96,7 +96,7 @@ func (v vec) list() corev1.ResourceList {
 	if v.core[resStorage] > 0 {
 		out[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(v.core[resStorage], resource.BinarySI)
 	}
-	for name, n := range v.ext {
+	for name, n := range v.extended {
 		if n > 0 {
 			out[name] = *resource.NewMilliQuantity(n, resource.DecimalSI)
 		}
@@ -110,13 +110,13 @@ func (v vec) plus(o vec) vec {
 	for i := range v.core {
 		out.core[i] = v.core[i] + o.core[i]
 	}
-	if v.ext != nil || o.ext != nil {
-		out.ext = maps.Clone(v.ext)
-		if out.ext == nil {
-			out.ext = map[corev1.ResourceName]int64{}
+	if v.extended != nil || o.extended != nil {
+		out.extended = maps.Clone(v.extended)
+		if out.extended == nil {
+			out.extended = map[corev1.ResourceName]int64{}
 		}
-		for name, n := range o.ext {
-			out.ext[name] += n
+		for name, n := range o.extended {
+			out.extended[name] += n
 		}
 	}
 	return out
@@ -128,11 +128,11 @@ func (v vec) minus(o vec) vec {
 	for i := range v.core {
 		out.core[i] = max(v.core[i]-o.core[i], 0)
 	}
-	if v.ext != nil {
-		out.ext = maps.Clone(v.ext)
-		for name, n := range o.ext {
-			if _, ok := out.ext[name]; ok {
-				out.ext[name] = max(out.ext[name]-n, 0)
+	if v.extended != nil {
+		out.extended = maps.Clone(v.extended)
+		for name, n := range o.extended {
+			if _, ok := out.extended[name]; ok {
+				out.extended[name] = max(out.extended[name]-n, 0)
 			}
 		}
 	}
@@ -145,13 +145,13 @@ func maxOf(a, b vec) vec {
 	for i := range a.core {
 		out.core[i] = max(a.core[i], b.core[i])
 	}
-	if a.ext != nil || b.ext != nil {
-		out.ext = maps.Clone(a.ext)
-		if out.ext == nil {
-			out.ext = map[corev1.ResourceName]int64{}
+	if a.extended != nil || b.extended != nil {
+		out.extended = maps.Clone(a.extended)
+		if out.extended == nil {
+			out.extended = map[corev1.ResourceName]int64{}
 		}
-		for name, n := range b.ext {
-			out.ext[name] = max(out.ext[name], n)
+		for name, n := range b.extended {
+			out.extended[name] = max(out.extended[name], n)
 		}
 	}
 	return out
@@ -164,16 +164,16 @@ func fitsSum(a, b *vec, capacity *vec) bool {
 			return false
 		}
 	}
-	if a.ext == nil && b.ext == nil {
+	if a.extended == nil && b.extended == nil {
 		return true
 	}
-	for name, n := range a.ext {
-		if n+b.ext[name] > capacity.ext[name] {
+	for name, n := range a.extended {
+		if n+b.extended[name] > capacity.extended[name] {
 			return false
 		}
 	}
-	for name, n := range b.ext {
-		if _, counted := a.ext[name]; !counted && n > capacity.ext[name] {
+	for name, n := range b.extended {
+		if _, counted := a.extended[name]; !counted && n > capacity.extended[name] {
 			return false
 		}
 	}

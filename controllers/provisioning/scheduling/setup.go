@@ -91,7 +91,7 @@ func (s *solver) prepareNodePools(st *setup, sch *Scheduler, remaining []corev1.
 			left = remaining[pt.input]
 		}
 		t := newTemplate(pt, left)
-		s.tmpls = append(s.tmpls, t)
+		s.templates = append(s.templates, t)
 		if t.err == nil {
 			s.topo.addDomains(t.reqs)
 		}
@@ -117,7 +117,7 @@ func (s *solver) prepareGroups(st *setup) {
 			g := s.topo.groupFor(c, p.noHost, s.reachable)
 			if c.hard {
 				s.topo.groups[g].hard = true
-				p.own = append(p.own, owned{group: g, hard: true})
+				p.ownedGroups = append(p.ownedGroups, owned{group: g, hard: true})
 				continue
 			}
 			p.prefs = append(p.prefs, preference{kind: prefKinds[c.kind], weight: c.weight, group: g})
@@ -162,7 +162,7 @@ func (s *solver) prepareSelection() {
 		for _, g := range p.selectedBy {
 			addKey(g)
 		}
-		for _, o := range p.own {
+		for _, o := range p.ownedGroups {
 			addKey(o.group)
 			if g := s.topo.groups[o.group]; g.key == hostnameKey && g.kind == kindAntiAffinity && p.selfSelected(o.group) {
 				p.separate = true
@@ -180,8 +180,8 @@ func (s *solver) prepareSelection() {
 			}
 		}
 		p.sortPrefs()
-		p.tolerance = make([]uint8, len(s.tmpls))
-		for i, t := range s.tmpls {
+		p.tolerance = make([]uint8, len(s.templates))
+		for i, t := range s.templates {
 			switch hard, soft := untolerated(p.pod.Spec.Tolerations, t.taints); {
 			case hard != nil:
 				p.tolerance[i] = 2
@@ -206,22 +206,22 @@ func (s *solver) prepareExistingNodes(st *setup) {
 				}
 			}
 			for _, g := range st.existingGroups[n][j] {
-				s.own(b, g)
+				s.countOwner(b, g)
 			}
 		}
 		b.ports = b.basePorts
 		s.bins = append(s.bins, b)
 	}
-	s.existing = len(s.bins)
+	s.existingCount = len(s.bins)
 }
 
 // prepareOrder sets the reference shape that makes cpu and memory comparable, the pods' sizes,
 // and the NodeClaim each NodePool would open.
 func (s *solver) prepareOrder() {
 	s.cpuWeight, s.memWeight = 1.0/1000, 1.0/(1<<31)
-	for _, t := range s.tmpls {
+	for _, t := range s.templates {
 		if t.err == nil {
-			ref := t.its[len(t.its)/2].alloc
+			ref := t.instanceTypes[len(t.instanceTypes)/2].alloc
 			if ref.core[resCPU] > 0 && ref.core[resMemory] > 0 {
 				s.cpuWeight, s.memWeight = 1/float64(ref.core[resCPU]), 1/float64(ref.core[resMemory])
 			}
@@ -229,9 +229,9 @@ func (s *solver) prepareOrder() {
 		}
 	}
 	for _, p := range s.pods {
-		p.size = max(float64(p.req.core[resCPU])*s.cpuWeight, float64(p.req.core[resMemory])*s.memWeight)
+		p.size = max(float64(p.requests.core[resCPU])*s.cpuWeight, float64(p.requests.core[resMemory])*s.memWeight)
 	}
-	for _, t := range s.tmpls {
+	for _, t := range s.templates {
 		if t.err != nil {
 			s.fresh = append(s.fresh, nil)
 			continue
@@ -272,7 +272,7 @@ func (s *solver) domainsOf(reqs requirements.Requirements) []int32 {
 }
 
 type reachKey struct {
-	alt        uint64
+	altHash    uint64
 	key, value string
 }
 
@@ -294,7 +294,7 @@ func (s *solver) reachable(alt requirements.Requirements, key, value string) boo
 				}
 			}
 		}
-		for _, t := range s.tmpls {
+		for _, t := range s.templates {
 			if ok {
 				break
 			}
@@ -309,7 +309,7 @@ func (s *solver) reachable(alt requirements.Requirements, key, value string) boo
 				continue
 			}
 			trial.Add(requirements.In(key, value))
-			ok = len(t.optionsFor(trial).its) > 0
+			ok = len(t.optionsFor(trial).typeIndices) > 0
 		}
 	}
 	s.reach[rk] = ok

@@ -12,10 +12,10 @@ import (
 type solver struct {
 	opts          Options
 	topo          *topology
-	tmpls         []*template
-	fresh         []*bin // per template: the NodeClaim a pod would open, reused between pods
-	bins          []*bin // existing nodes first, then planned NodeClaims in the order opened
-	existing      int
+	templates     []*template // one per NodePool, in weight order (template.index)
+	fresh         []*bin      // per template: the NodeClaim a pod would open, reused between pods
+	bins          []*bin      // existing nodes first, then planned NodeClaims in the order opened
+	existingCount int         // how many of bins are existing nodes
 	pods          []*podInfo
 	failed        []*podInfo
 	stopped       error
@@ -63,8 +63,8 @@ func (s *solver) count(b *bin, g int32) {
 	}
 }
 
-// own records a pod that declares group g as a hard constraint on bin b.
-func (s *solver) own(b *bin, g int32) {
+// countOwner records a pod that declares group g as a hard constraint on bin b.
+func (s *solver) countOwner(b *bin, g int32) {
 	grp := s.topo.groups[g]
 	if grp.key == hostnameKey {
 		b.owners = incCount(b.owners, g)
@@ -90,10 +90,10 @@ func queueOrder(a, b *podInfo) int {
 	if c := cmp.Compare(b.size, a.size); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.req.core[resCPU], a.req.core[resCPU]); c != 0 {
+	if c := cmp.Compare(b.requests.core[resCPU], a.requests.core[resCPU]); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.req.core[resMemory], a.req.core[resMemory]); c != 0 {
+	if c := cmp.Compare(b.requests.core[resMemory], a.requests.core[resMemory]); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.order, b.order)
@@ -148,7 +148,7 @@ func (s *solver) place(q *podInfo) bool {
 			}
 			// A NodeClaim the pod does not fit at its current size must grow at least to its next
 			// option; skip it without searching when even that is worse than the best so far.
-			if found && !fitsCore(&b.used, &q.req, &b.opts.alloc[b.first]) && b.opts.priceOf(b.first+1)-b.price > best.delta+priceEpsilon {
+			if found && !fitsCore(&b.used, &q.requests, &b.opts.alloc[b.first]) && b.opts.priceOf(b.first+1)-b.price > best.delta+priceEpsilon {
 				continue
 			}
 		}
@@ -161,14 +161,14 @@ func (s *solver) place(q *podInfo) bool {
 			best, found = p, true
 		}
 	}
-	for _, fb := range s.fresh {
-		if fb == nil || q.tolerance[fb.tmpl.index] == 2 {
+	for _, fresh := range s.fresh {
+		if fresh == nil || q.tolerance[fresh.tmpl.index] == 2 {
 			continue
 		}
-		if _, ok := s.estimate(q, fb); !ok {
+		if _, ok := s.estimate(q, fresh); !ok {
 			continue
 		}
-		p, ok := s.fit(q, fb, nil)
+		p, ok := s.fit(q, fresh, nil)
 		if !ok {
 			continue // not compatible: the next NodePool may be
 		}

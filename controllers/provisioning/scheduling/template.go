@@ -14,11 +14,11 @@ import (
 	"github.com/joiner-dev/joiner/requirements"
 )
 
-// itInfo is an instance type with its resources converted once per simulation.
-type itInfo struct {
-	it       *cloudprovider.InstanceType
-	alloc    vec
-	capacity vec
+// instanceTypeInfo is an instance type with its resources converted once, by Prepare.
+type instanceTypeInfo struct {
+	instanceType *cloudprovider.InstanceType
+	alloc        vec
+	capacity     vec
 }
 
 // poolTemplate is the part of a NodePool's preparation that depends only on the NodePool, its
@@ -36,8 +36,8 @@ type poolTemplate struct {
 	// spec is what the NodeClaim spec says: the NodePool's requirements and labels only.
 	spec   requirements.Requirements
 	taints []corev1.Taint
-	// its are the instance types compatible with reqs.
-	its []itInfo
+	// instanceTypes are the instance types compatible with reqs, cheapest first.
+	instanceTypes []instanceTypeInfo
 	// base are the options of reqs; baseHash is reqs.Hash().
 	base      *optionSet
 	baseHash  uint64
@@ -72,12 +72,12 @@ func newTemplate(pt *poolTemplate, remaining corev1.ResourceList) *template {
 // reserves the capacity of its cheapest fitting instance type while packing; finalize narrows
 // the options so that the largest option of every NodeClaim together stays within the limits.
 type limits struct {
-	limited   [numCore]bool
-	remaining vec
-	extLimit  map[corev1.ResourceName]bool
-	nodes     int64 // remaining NodeClaims, -1 when unlimited
-	reserved  vec
-	claims    int64
+	limited         [numCore]bool
+	remaining       vec
+	limitedExtended map[corev1.ResourceName]bool
+	nodes           int64 // remaining NodeClaims, -1 when unlimited
+	reserved        vec
+	claims          int64
 }
 
 func newLimits(remaining corev1.ResourceList) limits {
@@ -90,10 +90,10 @@ func newLimits(remaining corev1.ResourceList) limits {
 		if i := coreIndex(name); i >= 0 {
 			l.limited[i] = true
 		} else {
-			if l.extLimit == nil {
-				l.extLimit = map[corev1.ResourceName]bool{}
+			if l.limitedExtended == nil {
+				l.limitedExtended = map[corev1.ResourceName]bool{}
 			}
-			l.extLimit[name] = true
+			l.limitedExtended[name] = true
 		}
 		l.remaining.set(name, q)
 	}
@@ -111,8 +111,8 @@ func (l *limits) allows(before, after *vec, newClaims int64) (bool, string) {
 			return false, string(coreNames[i])
 		}
 	}
-	for name := range l.extLimit {
-		if l.reserved.ext[name]-before.ext[name]+after.ext[name] > l.remaining.ext[name] {
+	for name := range l.limitedExtended {
+		if l.reserved.extended[name]-before.extended[name]+after.extended[name] > l.remaining.extended[name] {
 			return false, string(name)
 		}
 	}
@@ -120,28 +120,28 @@ func (l *limits) allows(before, after *vec, newClaims int64) (bool, string) {
 }
 
 func (l *limits) any() bool {
-	return l.nodes >= 0 || l.limited != [numCore]bool{} || len(l.extLimit) > 0
+	return l.nodes >= 0 || l.limited != [numCore]bool{} || len(l.limitedExtended) > 0
 }
 
 // optionSet is the instance types of a template that are compatible with one set of NodeClaim
 // requirements, ordered by the price of their cheapest compatible offering. It is shared by every
 // NodeClaim with the same requirements, and never changed once built.
 type optionSet struct {
-	reqs     requirements.Requirements
-	its      []int32 // indices into template.its
-	price    []float64
-	alloc    [][numCore]int64
-	maxAlloc [numCore]int64
-	hasExt   bool
+	reqs        requirements.Requirements
+	typeIndices []int32 // indices into poolTemplate.instanceTypes
+	price       []float64
+	alloc       [][numCore]int64
+	maxAlloc    [numCore]int64
+	hasExtended bool
 }
 
 // cheapestFit returns the first option from `from` on that fits used+add, or -1.
 func (o *optionSet) cheapestFit(t *template, from int, used, add *vec) int {
-	for i := from; i < len(o.its); i++ {
+	for i := from; i < len(o.typeIndices); i++ {
 		if !fitsCore(used, add, &o.alloc[i]) {
 			continue
 		}
-		if (used.ext != nil || add.ext != nil) && !fitsSum(used, add, &t.its[o.its[i]].alloc) {
+		if (used.extended != nil || add.extended != nil) && !fitsSum(used, add, &t.instanceTypes[o.typeIndices[i]].alloc) {
 			continue
 		}
 		return i
@@ -198,14 +198,14 @@ func newPoolTemplate(index int, np NodePool, daemonSets []*podInfo) *poolTemplat
 	}) int {
 		return cmp.Compare(a.price, b.price)
 	})
-	t.its = make([]itInfo, len(priced))
+	t.instanceTypes = make([]instanceTypeInfo, len(priced))
 	for i, p := range priced {
-		t.its[i] = itInfo{it: p.it, alloc: capacityOf(p.it.Allocatable()), capacity: vecOf(p.it.Capacity)}
+		t.instanceTypes[i] = instanceTypeInfo{instanceType: p.it, alloc: capacityOf(p.it.Allocatable()), capacity: vecOf(p.it.Capacity)}
 	}
 	t.base, t.baseHash = t.buildOptions(t.reqs), t.reqs.Hash()
 	for _, ds := range daemonSets {
 		if t.runsDaemon(ds) {
-			t.daemon = t.daemon.plus(ds.req)
+			t.daemon = t.daemon.plus(ds.requests)
 		}
 	}
 	return t
@@ -393,8 +393,8 @@ func (t *poolTemplate) buildOptions(reqs requirements.Requirements) *optionSet {
 		price float64
 	}
 	var opts []opt
-	for i := range t.its {
-		it := t.its[i].it
+	for i := range t.instanceTypes {
+		it := t.instanceTypes[i].instanceType
 		if _, conflict := reqs.FirstConflict(it.Requirements); conflict {
 			continue
 		}
@@ -405,14 +405,14 @@ func (t *poolTemplate) buildOptions(reqs requirements.Requirements) *optionSet {
 		opts = append(opts, opt{int32(i), o.Price})
 	}
 	slices.SortStableFunc(opts, func(a, b opt) int { return cmp.Compare(a.price, b.price) })
-	set := &optionSet{reqs: reqs, its: make([]int32, len(opts)), price: make([]float64, len(opts)), alloc: make([][numCore]int64, len(opts))}
+	set := &optionSet{reqs: reqs, typeIndices: make([]int32, len(opts)), price: make([]float64, len(opts)), alloc: make([][numCore]int64, len(opts))}
 	for j, o := range opts {
-		set.its[j], set.price[j] = o.i, o.price
-		set.alloc[j] = t.its[o.i].alloc.core
+		set.typeIndices[j], set.price[j] = o.i, o.price
+		set.alloc[j] = t.instanceTypes[o.i].alloc.core
 		for r := range numCore {
 			set.maxAlloc[r] = max(set.maxAlloc[r], set.alloc[j][r])
 		}
-		set.hasExt = set.hasExt || t.its[o.i].alloc.ext != nil
+		set.hasExtended = set.hasExtended || t.instanceTypes[o.i].alloc.extended != nil
 	}
 	return set
 }
@@ -421,9 +421,9 @@ func (t *poolTemplate) buildOptions(reqs requirements.Requirements) *optionSet {
 func (t *poolTemplate) fittingTypes(o *optionSet, first int, used *vec) cloudprovider.InstanceTypes {
 	var out cloudprovider.InstanceTypes
 	var zero vec
-	for i := first; i >= 0 && i < len(o.its); i++ {
-		if fitsCore(used, &zero, &o.alloc[i]) && (used.ext == nil || fitsSum(used, &zero, &t.its[o.its[i]].alloc)) {
-			out = append(out, t.its[o.its[i]].it)
+	for i := first; i >= 0 && i < len(o.typeIndices); i++ {
+		if fitsCore(used, &zero, &o.alloc[i]) && (used.extended == nil || fitsSum(used, &zero, &t.instanceTypes[o.typeIndices[i]].alloc)) {
+			out = append(out, t.instanceTypes[o.typeIndices[i]].instanceType)
 		}
 	}
 	return out

@@ -327,27 +327,27 @@ func (t *topology) groupFor(c constraint, alternatives []requirements.Requiremen
 	return int32(len(t.groups) - 1)
 }
 
-// gcount is a per-node count of one group, kept in short slices on each node.
-type gcount struct {
+// groupCount is a per-node count of one group, kept in short slices on each node.
+type groupCount struct {
 	group int32
-	n     int32
+	count int32
 }
 
-func countOf(cs []gcount, g int32) int32 {
+func countOf(cs []groupCount, g int32) int32 {
 	for _, c := range cs {
 		if c.group == g {
-			return c.n
+			return c.count
 		}
 	}
 	return 0
 }
 
-func incCount(cs []gcount, g int32) []gcount {
+func incCount(cs []groupCount, g int32) []groupCount {
 	for i := range cs {
 		if cs[i].group == g {
-			cs[i].n++
+			cs[i].count++
 			return cs
 		}
 	}
-	return append(cs, gcount{group: g, n: 1})
+	return append(cs, groupCount{group: g, count: 1})
 }

@@ -118,7 +118,7 @@ func TestTopologySpread(t *testing.T) {
 			name: "DoNotSchedule spread that cannot be met is an error naming it",
 			pods: append(replicas(2, "web", "100m", withLabels("app", "web"), withSpread(zone, 1, corev1.DoNotSchedule, "app", "web")),
 				newPod("pinned", "100m", "256Mi", withLabels("app", "web"), withSpread(zone, 1, corev1.DoNotSchedule, "app", "web"),
-					withNodeAffinity(nsr(zone, corev1.NodeSelectorOpIn, fake.Zone1, fake.Zone2)),
+					withNodeAffinity(nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, fake.Zone1, fake.Zone2)),
 				)),
 			existing: []*ExistingNode{existingNode("z1", fake.Zone1, newPod("old-0", "16", "1Gi", withLabels("app", "web")), newPod("old-1", "0", "0", withLabels("app", "web")))},
 			check: func(t *testing.T, r *Results) {

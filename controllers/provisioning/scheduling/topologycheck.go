@@ -11,8 +11,8 @@ import (
 func (q *podInfo) selfSelected(g int32) bool { return slices.Contains(q.selectedBy, g) }
 
 // fitsTopology checks the pod's topology constraints (and those of placed pods that select it) on
-// b, fixing the open topology domains of a planned NodeClaim in reqs, spec and p.pins.
-func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requirements, p *plan, w *why) bool {
+// b, fixing the open topology domains of a planned NodeClaim in reqs, spec and p.pinnedDomains.
+func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requirements, p *plan, refusal *refusalReason) bool {
 	groups := s.topo.groups
 	// Hostname groups: the domain is the bin.
 	for _, g := range q.activeGroups {
@@ -27,22 +27,22 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 				n++
 			}
 			if n > grp.maxSkew {
-				if w != nil {
-					w.set("%s would reach skew %d on the node", grp.describe(), n)
+				if refusal != nil {
+					refusal.set("%s would reach skew %d on the node", grp.describe(), n)
 				}
 				return false
 			}
 		case kindAffinity:
 			if n == 0 && !(grp.total == 0 && q.selfSelected(g)) {
-				if w != nil {
-					w.set("%s: no selected pod on the node", grp.describe())
+				if refusal != nil {
+					refusal.set("%s: no selected pod on the node", grp.describe())
 				}
 				return false
 			}
 		case kindAntiAffinity:
 			if n > 0 {
-				if w != nil {
-					w.set("%s: a selected pod is already on the node", grp.describe())
+				if refusal != nil {
+					refusal.set("%s: a selected pod is already on the node", grp.describe())
 				}
 				return false
 			}
@@ -56,14 +56,14 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 		switch grp.kind {
 		case kindSpread:
 			if q.keepsOthersSpread() && countOf(b.counts, g)+1 > grp.maxSkew {
-				if w != nil {
-					w.set("a pod on the node has %s, which the pod would break", grp.describe())
+				if refusal != nil {
+					refusal.set("a pod on the node has %s, which the pod would break", grp.describe())
 				}
 				return false
 			}
 		case kindAntiAffinity:
-			if w != nil {
-				w.set("a pod on the node has %s, which selects the pod", grp.describe())
+			if refusal != nil {
+				refusal.set("a pod on the node has %s, which selects the pod", grp.describe())
 			}
 			return false
 		}
@@ -82,23 +82,23 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 		}
 		if d >= 0 {
 			if g := s.domainRefusal(q, k, d); g >= 0 {
-				if w != nil {
-					w.set("%s not satisfied in %s=%s", groups[g].describe(), key.name, key.domains[d])
+				if refusal != nil {
+					refusal.set("%s not satisfied in %s=%s", groups[g].describe(), key.name, key.domains[d])
 				}
 				return false
 			}
 			continue
 		}
 		if b.existing != nil {
-			if w != nil {
-				w.set("the node has no %s label, which the pod's topology needs", key.name)
+			if refusal != nil {
+				refusal.set("the node has no %s label, which the pod's topology needs", key.name)
 			}
 			return false
 		}
 		r, defined := reqs.Get(key.name)
 		if !defined {
-			if w != nil {
-				w.set("its nodes carry no %s label, which the pod's topology needs", key.name)
+			if refusal != nil {
+				refusal.set("its nodes carry no %s label, which the pod's topology needs", key.name)
 			}
 			return false
 		}
@@ -107,13 +107,13 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 			score  int64
 		}
 		var candidates []candidate
-		refused := int32(-1)
+		refusingGroup := int32(-1)
 		for dom, v := range key.domains {
 			if !r.Has(v) {
 				continue
 			}
 			if g := s.domainRefusal(q, k, int32(dom)); g >= 0 {
-				refused = g
+				refusingGroup = g
 				continue
 			}
 			candidates = append(candidates, candidate{int32(dom), s.domainScore(q, k, int32(dom))})
@@ -132,20 +132,20 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 				trial.Add(requirements.In(key.name, key.domains[c.domain]))
 				opts = b.tmpl.optionsFor(trial)
 			}
-			if opts.cheapestFit(b.tmpl, 0, &b.used, &q.req) >= 0 {
+			if opts.cheapestFit(b.tmpl, 0, &b.used, &q.requests) >= 0 {
 				best, pinnedOpts = c.domain, opts
 				break
 			}
 		}
 		if best < 0 {
-			if w != nil {
+			if refusal != nil {
 				switch {
 				case len(candidates) > 0:
-					w.set("no %s that the pod's topology allows has an instance type for it", key.name)
-				case refused >= 0:
-					w.set("%s not satisfied in any %s it allows (%s)", groups[refused].describe(), key.name, r)
+					refusal.set("no %s that the pod's topology allows has an instance type for it", key.name)
+				case refusingGroup >= 0:
+					refusal.set("%s not satisfied in any %s it allows (%s)", groups[refusingGroup].describe(), key.name, r)
 				default:
-					w.set("no %s domain is allowed (%s)", key.name, r)
+					refusal.set("no %s domain is allowed (%s)", key.name, r)
 				}
 			}
 			return false
@@ -154,7 +154,7 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 		p.opts = pinnedOpts
 		spec.Add(requirements.In(key.name, key.domains[best]))
 		p.narrowed = true
-		p.pins = append(p.pins, pin{key: k, domain: best})
+		p.pinnedDomains = append(p.pinnedDomains, domainPin{key: k, domain: best})
 	}
 	return true
 }
