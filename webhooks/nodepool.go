@@ -3,11 +3,10 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
-	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +17,7 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/disruption/budget"
 )
 
 // templateChecks are the semantic checks of NodePools and NodeClaims: the parts of their validation that
@@ -128,23 +128,17 @@ func budgetFindings(budgets []karpv1.Budget) []string {
 	return out
 }
 
-// scheduleError returns why s is not an accepted schedule, or "" when it is.
+// scheduleError returns why s is not an accepted schedule, or "" when it is. It uses the parser of the
+// budget math, so the webhook admits exactly the schedules that budgets evaluate.
 func scheduleError(s string) string {
-	trimmed := strings.TrimSpace(s)
-	switch {
-	case strings.HasPrefix(trimmed, "@every"):
-		return "@every intervals are not supported; use a descriptor such as @daily"
-	case strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ="):
-		return "time zones are not supported: schedules are evaluated in UTC"
+	_, err := budget.ParseSchedule(s)
+	if err == nil {
+		return ""
 	}
-	parser := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	if _, err := parser.Parse(s); err != nil {
-		// robfig/cron appends the offending token or the inner parse error after ": "; the message
-		// already quotes the whole expression.
-		reason, _, _ := strings.Cut(err.Error(), ": ")
-		return reason
+	if se, ok := errors.AsType[*budget.ScheduleError](err); ok {
+		return se.Reason
 	}
-	return ""
+	return err.Error()
 }
 
 // duplicateTaints reports taints that repeat the key and effect of an earlier taint, across taints and
