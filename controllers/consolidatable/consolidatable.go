@@ -1,0 +1,198 @@
+// Package consolidatable maintains the Consolidatable status condition of NodeClaims, as
+// Karpenter v1.14 does: a NodeClaim becomes Consolidatable=True once its NodePool's
+// consolidateAfter has passed since its last pod event (status.lastPodEventTime, kept by package
+// podevents), or since it was initialized when no pod event was recorded. Until then, and
+// whenever consolidation does not apply to it, the condition is absent (never False).
+//
+// It only writes that condition, through a status patch, and only when it changes. Consolidation
+// itself reads the condition; this package never disrupts a node.
+package consolidatable
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// ControllerName is the name of the Consolidatable condition controller (logs, metrics).
+const ControllerName = "nodeclaim.consolidatable"
+
+// ReasonConsolidatable is the reason of the Consolidatable=True condition.
+const ReasonConsolidatable = "Consolidatable"
+
+// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
+const DefaultMaxConcurrentReconciles = 10
+
+// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race runs
+// again.
+const conflictRetry = 100 * time.Millisecond
+
+// Options tune the Consolidatable condition controller. The zero value means the defaults.
+type Options struct {
+	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
+	// DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	return o
+}
+
+// Controller sets and removes the Consolidatable condition of NodeClaims.
+type Controller struct {
+	kube  client.Client
+	clock clock.Clock
+	opts  Options
+}
+
+// NewController returns a Consolidatable condition controller. kube should be a manager's cached
+// client. A nil clock means the real clock.
+func NewController(kube client.Client, clk clock.Clock, opts Options) *Controller {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Controller{kube: kube, clock: clk, opts: opts.withDefaults()}
+}
+
+// Reconcile brings one NodeClaim's Consolidatable condition up to date and, while the NodeClaim
+// waits for consolidateAfter to pass, requeues it for the moment it does. NodeClaims being
+// deleted are left as they are.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &karpv1.NodeClaim{}
+	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get nodeclaim %s: %w", req.Name, err)
+	}
+	if !nc.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	np, err := c.nodePoolOf(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	stored := nc.DeepCopy()
+	result, why := c.evaluate(np, nc)
+	if equality.Semantic.DeepEqual(stored.Status, nc.Status) {
+		return result, nil
+	}
+	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return reconcile.Result{}, nil
+		case apierrors.IsConflict(err):
+			// Another writer (the lifecycle controller) changed the NodeClaim; judge it afresh.
+			log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "error", err.Error())
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		default:
+			return reconcile.Result{}, fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
+		}
+	}
+	if nc.StatusCondition(karpv1.ConditionTypeConsolidatable) != nil {
+		log.FromContext(ctx).V(1).Info("nodeclaim is consolidatable", "nodeclaim", nc.Name)
+	} else {
+		log.FromContext(ctx).V(1).Info("removed the consolidatable condition", "nodeclaim", nc.Name, "reason", why)
+	}
+	return result, nil
+}
+
+// evaluate sets or removes the NodeClaim's Consolidatable condition in memory, given its NodePool
+// (nil: none). It returns when to look again, and why the condition is absent (empty when it is
+// set).
+func (c *Controller) evaluate(np *karpv1.NodePool, nc *karpv1.NodeClaim) (reconcile.Result, string) {
+	remove := func(why string) string {
+		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeConsolidatable)
+		return why
+	}
+	switch {
+	case np == nil:
+		return reconcile.Result{}, remove("the nodeclaim has no nodepool")
+	case np.IsStatic():
+		return reconcile.Result{}, remove("the nodepool is static")
+	case np.Spec.Disruption.ConsolidateAfter.IsNever():
+		return reconcile.Result{}, remove("consolidation is disabled (consolidateAfter: Never)")
+	}
+	initialized := nc.StatusCondition(karpv1.ConditionTypeInitialized)
+	if initialized == nil || initialized.Status != metav1.ConditionTrue {
+		return reconcile.Result{}, remove("the nodeclaim is not initialized")
+	}
+	// Pods can schedule from the moment the node is initialized; without a pod event since, that
+	// is when the wait starts.
+	since := initialized.LastTransitionTime.Time
+	if !nc.Status.LastPodEventTime.IsZero() {
+		since = nc.Status.LastPodEventTime.Time
+	}
+	now := c.clock.Now()
+	if wait := since.Add(*np.Spec.Disruption.ConsolidateAfter.Duration).Sub(now); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, remove("consolidateAfter has not passed since the last pod event")
+	}
+	nc.SetCondition(now, karpv1.ConditionTypeConsolidatable, metav1.ConditionTrue, ReasonConsolidatable, "")
+	return reconcile.Result{}, ""
+}
+
+// nodePoolOf returns the NodePool named by the NodeClaim's karpenter.sh/nodepool label, or nil
+// when there is no label or no such NodePool.
+func (c *Controller) nodePoolOf(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodePool, error) {
+	name, ok := nc.Labels[karpv1.NodePoolLabelKey]
+	if !ok || name == "" {
+		return nil, nil
+	}
+	np := &karpv1.NodePool{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, np); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get nodepool %s of nodeclaim %s: %w", name, nc.Name, err)
+	}
+	return np, nil
+}
+
+// SetupWithManager registers the controller with mgr. It watches NodeClaims, and NodePools whose
+// spec changes (or that come or go), which enqueue their NodeClaims.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&karpv1.NodeClaim{}).
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsOfNodePool),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
+		Complete(c)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
+	}
+	return nil
+}
+
+// nodeClaimsOfNodePool maps a NodePool to reconcile requests for the NodeClaims labelled with it.
+func (c *Controller) nodeClaimsOfNodePool(ctx context.Context, o client.Object) []reconcile.Request {
+	var ncs karpv1.NodeClaimList
+	if err := c.kube.List(ctx, &ncs, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "map nodepool to nodeclaims", "nodepool", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(ncs.Items))
+	for i := range ncs.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs.Items[i])})
+	}
+	return reqs
+}

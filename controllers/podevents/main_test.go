@@ -1,0 +1,18 @@
+package podevents_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/joiner-dev/joiner/controllers/controllertest"
+	"github.com/joiner-dev/joiner/testbed"
+)
+
+// env is the control plane the package's tests share. It runs the apiserver only: no kubelet
+// (kwok) or scheduler moves the tests' pods, so each test sets their state itself, and no garbage
+// collector removes pods whose DaemonSet owner does not exist.
+var env *controllertest.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(controllertest.Main(m, &env, testbed.Options{}))
+}
