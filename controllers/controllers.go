@@ -1,6 +1,6 @@
 // Package controllers is the one place that wires Joiner's controllers into a manager: the
 // NodeClaim lifecycle, termination, garbage collection and NodePool status (the node lifecycle),
-// the provisioner, the pod metrics, policy sync and the audit, and the controllers the cloud
+// the provisioner, disruption, the pod metrics, policy sync and the audit, and the controllers the cloud
 // provider brings. The
 // behaviour lives in the subpackages; this package only constructs them from one Dependencies
 // value and registers them. It must not hold controller logic of its own.
@@ -24,9 +24,12 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	cpmetrics "github.com/joiner-dev/joiner/cloudprovider/metrics"
 	"github.com/joiner-dev/joiner/controllers/audit"
+	"github.com/joiner-dev/joiner/controllers/consolidatable"
+	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/podevents"
 	"github.com/joiner-dev/joiner/controllers/podmetrics"
 	"github.com/joiner-dev/joiner/controllers/policysync"
 	"github.com/joiner-dev/joiner/controllers/provisioning"
@@ -46,6 +49,9 @@ type Options struct {
 	NodePool nodepool.Options
 	// Provisioning tunes the provisioner (batching, scheduling simulation).
 	Provisioning provisioning.Options
+	// Disruption tunes consolidation (polling, validation, timeouts, churn guard); its
+	// Scheduling options are always the provisioner's.
+	Disruption disruption.Options
 	// AuditInterval is the period of the audit (zero means audit.DefaultInterval).
 	AuditInterval time.Duration
 }
@@ -71,7 +77,7 @@ type Dependencies struct {
 }
 
 // Register wires every controller Joiner runs into mgr: the node lifecycle (RegisterNodeLifecycle),
-// the provisioner, the pod metrics, policy sync with the inventory mirrors, the audit, and the
+// the provisioner, disruption, the pod metrics, policy sync with the inventory mirrors, the audit, and the
 // provider's own controllers. It also adds the "policies" readiness check, which holds until
 // every policy is compiled.
 func Register(mgr ctrl.Manager, deps Dependencies) error {
@@ -94,6 +100,23 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 	}
 	if err := p.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("register the provisioner: %w", err)
+	}
+	dopts := deps.Options.Disruption
+	dopts.Scheduling = deps.Options.Provisioning.Scheduling
+	dc, err := disruption.NewController(mgr.GetClient(), mgr.GetAPIReader(), cpmetrics.ForController(deps.CloudProvider, disruption.ControllerName),
+		deps.Clock, mgr.GetEventRecorder(disruption.ControllerName), deps.Log.WithName("disruption"), deps.Registerer, dopts)
+	if err != nil {
+		return fmt.Errorf("register disruption: %w", err)
+	}
+	if err := dc.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register disruption: %w", err)
+	}
+	// Consolidation reads the Consolidatable condition, which pod events keep honest.
+	if err := podevents.NewController(mgr.GetClient(), deps.Clock, podevents.Options{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register pod events: %w", err)
+	}
+	if err := consolidatable.NewController(mgr.GetClient(), deps.Clock, consolidatable.Options{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register the Consolidatable condition: %w", err)
 	}
 	pods, err := podmetrics.NewController(mgr.GetClient(), deps.Registerer)
 	if err != nil {

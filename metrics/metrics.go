@@ -65,3 +65,20 @@ func Register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error)
 	}
 	return c, nil
 }
+
+// NewNodeClaimsDisrupted returns karpenter_nodeclaims_disrupted_total{reason, nodepool,
+// capacity_type}, which the lifecycle controller, garbage collection and disruption all count
+// into; register it with Register, which hands every caller the one registered collector.
+func NewNodeClaimsDisrupted() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Karpenter, Subsystem: "nodeclaims", Name: "disrupted_total",
+		Help: "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool and capacity type."},
+		[]string{ReasonLabel, NodePoolLabel, CapacityTypeLabel})
+}
+
+// NewNodeClaimsCreated returns karpenter_nodeclaims_created_total{reason, nodepool,
+// min_values_relaxed}, which the provisioner and disruption (for replacements) count into.
+func NewNodeClaimsCreated() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Karpenter, Subsystem: "nodeclaims", Name: "created_total",
+		Help: "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim."},
+		[]string{ReasonLabel, NodePoolLabel, MinValuesRelaxedLabel})
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -98,6 +99,10 @@ type Options struct {
 	Clock clock.Clock
 	// Log is the root logger.
 	Log logr.Logger
+	// SkipControllerNameValidation lets one process build the operator more than once
+	// (controller-runtime refuses a second controller of the same name otherwise): for tests that
+	// restart Joiner in process.
+	SkipControllerNameValidation bool
 }
 
 // CertLifetimes are the self-managed certificate lifetimes; zero means the certs package defaults.
@@ -184,6 +189,7 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &opts.GracefulShutdown,
+		Controller:                    config.Controller{SkipNameValidation: &opts.SkipControllerNameValidation},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    opts.WebhookHost,
 			Port:    opts.WebhookPort,

@@ -20,6 +20,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/joiner-dev/joiner/controllers"
+	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/localrun"
 	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/testbed"
@@ -34,6 +36,7 @@ type options struct {
 	noJoiner      bool
 	manifests     string
 	demo          bool
+	disruption    disruption.Options
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -56,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.noJoiner, "no-joiner", false, "start only the control plane, without Joiner")
 	fs.BoolVar(&o.demo, "demo", false, "run the scale-up scenario unattended, print its timeline, and stop")
 	fs.StringVar(&o.manifests, "manifests", "config/samples/local", "manifests applied once Joiner is up (a default LocalNodeClass and NodePool)")
+	o.disruption.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -150,7 +154,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	joinerLog := zap.New(zap.WriteTo(joinerOut))
 	operator.TuneGoGC()
-	run, err := localrun.Start(ctx, env.Config, localrun.Options{Log: joinerLog})
+	run, err := localrun.Start(ctx, env.Config, localrun.Options{Log: joinerLog,
+		Operator: operator.Options{Controllers: controllers.Options{Disruption: o.disruption}}})
 	if err != nil {
 		return fmt.Errorf("start Joiner: %w", err)
 	}

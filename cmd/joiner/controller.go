@@ -36,6 +36,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info or error")
 	clusterName := fs.String("cluster-name", "", "name of the cluster (tags cloud instances)")
 	cloudProvider := fs.String("cloud-provider", "local", "cloud provider: local (instances simulated as kwok Nodes)")
+	o.Controllers.Disruption.BindFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: joiner controller [flags]\n\nRuns the operator. Flags:")
 		fs.PrintDefaults()

@@ -18,6 +18,8 @@ Commands:
   controller     run the operator: admission webhooks, certificates, policy and provisioning controllers
   policy check   check manifests against ProvisioningPolicies offline (exit 1 on a Deny violation)
   policy test    run the Rego unit tests (test_ rules) of a policy folder
+  disruption plan
+                 print what the next disruption passes would do, and why each other node is left alone
   version        print the version
 
 Run 'joiner <command> --help' for the flags of a command.
@@ -50,6 +52,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runController(ctx, args[1:], stderr)
 	case "policy":
 		return runPolicy(ctx, args[1:], stdin, stdout, stderr)
+	case "disruption":
+		return runDisruption(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "joiner: unknown command %q\n\n%s", args[0], usage)
 		return 2

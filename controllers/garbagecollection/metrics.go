@@ -30,9 +30,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		InstancesTerminated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Joiner, Subsystem: "garbage_collection",
 			Name: "instances_terminated_total", Help: "Cloud instances without a NodeClaim that garbage collection terminated."}),
-		Disrupted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "nodeclaims", Name: "disrupted_total",
-			Help: "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool and capacity type."},
-			[]string{metrics.ReasonLabel, metrics.NodePoolLabel, metrics.CapacityTypeLabel}),
+		Disrupted: metrics.NewNodeClaimsDisrupted(),
 	}
 	var err error
 	if m.InstancesTerminated, err = metrics.Register(reg, m.InstancesTerminated); err != nil {

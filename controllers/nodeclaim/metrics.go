@@ -42,9 +42,7 @@ type Metrics struct {
 // reused.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		Disrupted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "nodeclaims", Name: "disrupted_total",
-			Help: "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool and capacity type."},
-			[]string{metrics.ReasonLabel, metrics.NodePoolLabel, metrics.CapacityTypeLabel}),
+		Disrupted: metrics.NewNodeClaimsDisrupted(),
 		NodesCreated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "nodes", Name: "created_total",
 			Help: "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone."},
 			[]string{metrics.NodePoolLabel, metrics.ZoneLabel}),

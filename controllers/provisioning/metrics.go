@@ -38,9 +38,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		SchedulingDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metrics.Karpenter, Subsystem: "scheduler",
 			Name: "scheduling_duration_seconds", Help: "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{metrics.ControllerLabel}),
-		NodeClaimsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "nodeclaims",
-			Name: "created_total", Help: "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim."},
-			[]string{metrics.ReasonLabel, metrics.NodePoolLabel, metrics.MinValuesRelaxedLabel}),
+		NodeClaimsCreated: metrics.NewNodeClaimsCreated(),
 		UnschedulablePods: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Karpenter, Subsystem: "scheduler",
 			Name: "unschedulable_pods_count", Help: "The number of unschedulable Pods. Labeled by the controller."}, []string{metrics.ControllerLabel}),
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
@@ -27,6 +28,7 @@ type Cluster struct {
 	// Client is an admin client with Joiner's scheme.
 	Client  client.Client
 	logFile *os.File
+	opts    localrun.Options
 }
 
 // Start brings up the control plane described by bed (its CRDDirs default to config/crd/bases,
@@ -49,7 +51,8 @@ func Start(ctx context.Context, bed testbed.Options, opts operator.Options) (_ *
 	}
 	f := c.logFile
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(f, time.Now().Format(time.RFC3339Nano), prefix, args) }, funcr.Options{Verbosity: 1})
-	if c.Joiner, err = localrun.Start(ctx, c.Env.Config, localrun.Options{Operator: opts, Log: log}); err != nil {
+	c.opts = localrun.Options{Operator: opts, Log: log}
+	if c.Joiner, err = localrun.Start(ctx, c.Env.Config, c.opts); err != nil {
 		return nil, fmt.Errorf("start Joiner (logs in %s): %w", c.Env.LogDir, err)
 	}
 	scheme, err := apischeme.New()
@@ -60,6 +63,24 @@ func Start(ctx context.Context, bed testbed.Options, opts operator.Options) (_ *
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	return c, nil
+}
+
+// RestartJoiner stops Joiner and starts it again with the same options: what it kept in memory is
+// lost, what it wrote to the API server is not, as after a crash.
+func (c *Cluster) RestartJoiner(ctx context.Context) error {
+	if err := c.Joiner.Stop(ctx); err != nil {
+		return fmt.Errorf("stop Joiner: %w", err)
+	}
+	opts := c.opts
+	// A process that restarts starts with empty metrics; so does this one.
+	opts.Operator.Registerer = prometheus.NewRegistry()
+	opts.Operator.SkipControllerNameValidation = true
+	run, err := localrun.Start(ctx, c.Env.Config, opts)
+	if err != nil {
+		return fmt.Errorf("restart Joiner (logs in %s): %w", c.Env.LogDir, err)
+	}
+	c.Joiner = run
+	return nil
 }
 
 // Stop stops Joiner, then the control plane, and reports what failed.

@@ -2,12 +2,10 @@ package provisioning_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,141 +13,43 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/e2e/framework"
 )
 
-const nodeClassName = "e2e"
+const nodeClassName = framework.NodeClassName
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	framework.Eventually(t, timeout, what, cond)
 }
 
-func ensureNodeClass(t *testing.T) {
-	t.Helper()
-	nc := &joinerv1alpha1.LocalNodeClass{ObjectMeta: metav1.ObjectMeta{Name: nodeClassName},
-		Spec: joinerv1alpha1.LocalNodeClassSpec{Region: "us-east-1", NodeRegistrationDelay: &metav1.Duration{Duration: time.Second}}}
-	if err := c.Create(context.Background(), nc); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("create LocalNodeClass: %v", err)
-	}
-}
-
-// nodePool creates a NodePool on the e2e node class and, when the test ends, deletes its
-// NodeClaims (which drains and terminates their nodes), waits for them to go, and deletes it.
 func nodePool(t *testing.T, name string, reqs []karpv1.NodeSelectorRequirementWithMinValues, mutate func(*karpv1.NodePool)) *karpv1.NodePool {
 	t.Helper()
-	ensureNodeClass(t)
-	np := &karpv1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: karpv1.NodePoolSpec{
-			Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
-				NodeClassRef: &karpv1.NodeClassReference{Group: "joiner.dev", Kind: "LocalNodeClass", Name: nodeClassName},
-				Requirements: reqs,
-			}},
-		},
-	}
-	if mutate != nil {
-		mutate(np)
-	}
-	if err := c.Create(context.Background(), np); err != nil {
-		t.Fatalf("create NodePool %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := c.DeleteAllOf(ctx, &karpv1.NodeClaim{}, client.MatchingLabels{karpv1.NodePoolLabelKey: name}); err != nil {
-			t.Errorf("delete NodeClaims of %s: %v", name, err)
-		}
-		eventually(t, 90*time.Second, "NodeClaims of "+name+" to be gone", func(ctx context.Context) (bool, error) {
-			list := &karpv1.NodeClaimList{}
-			if err := c.List(ctx, list, client.MatchingLabels{karpv1.NodePoolLabelKey: name}); err != nil {
-				return false, nil
-			}
-			return len(list.Items) == 0, nil
-		})
-		if err := c.Delete(ctx, np); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete NodePool %s: %v", name, err)
-		}
-	})
-	return np
+	return cluster.NodePool(t, name, reqs, mutate)
 }
 
-func req(key string, op corev1.NodeSelectorOperator, values ...string) karpv1.NodeSelectorRequirementWithMinValues {
-	return karpv1.NodeSelectorRequirementWithMinValues{Key: key, Operator: op, Values: values}
-}
+var req = framework.Req
 
-// deployment creates a Deployment whose pods select the NodePool pool, and deletes it (waiting for
-// its pods to go) when the test ends.
 func deployment(t *testing.T, name, pool string, replicas int32, cpu string, mutate func(*corev1.PodSpec)) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	spec := corev1.PodSpec{
-		NodeSelector:                  map[string]string{karpv1.NodePoolLabelKey: pool},
-		TerminationGracePeriodSeconds: ptr.To[int64](0),
-		Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
-	}
-	if mutate != nil {
-		mutate(&spec)
-	}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
-		},
-	}
-	if err := c.Create(context.Background(), d); err != nil {
-		t.Fatalf("create Deployment %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := c.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete Deployment %s: %v", name, err)
-		}
-		eventually(t, 60*time.Second, "pods of "+name+" to be gone", func(ctx context.Context) (bool, error) {
-			pods := &corev1.PodList{}
-			if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels(labels)); err != nil {
-				return false, nil
-			}
-			return len(pods.Items) == 0, nil
-		})
-	})
+	cluster.Deployment(t, name, pool, replicas, cpu, mutate)
 }
 
-func pods(t *testing.T, app string) []corev1.Pod {
-	t.Helper()
-	list := &corev1.PodList{}
-	if err := c.List(context.Background(), list, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
-		t.Fatalf("list pods: %v", err)
-	}
-	return list.Items
-}
+func pods(t *testing.T, app string) []corev1.Pod { t.Helper(); return cluster.Pods(t, app) }
 
 func waitRunning(t *testing.T, app string, n int, timeout time.Duration) []corev1.Pod {
 	t.Helper()
-	var got []corev1.Pod
-	eventually(t, timeout, fmt.Sprintf("%d pods of %s Running", n, app), func(ctx context.Context) (bool, error) {
-		got = nil
-		for _, p := range pods(t, app) {
-			if p.Status.Phase == corev1.PodRunning {
-				got = append(got, p)
-			}
-		}
-		return len(got) == n, nil
-	})
-	return got
+	return cluster.WaitRunning(t, app, n, timeout)
+}
+
+func nodeClaims(t *testing.T, pool string) []karpv1.NodeClaim {
+	t.Helper()
+	return cluster.NodeClaims(t, pool)
 }
 
 func node(t *testing.T, name string) *corev1.Node {
@@ -159,15 +59,6 @@ func node(t *testing.T, name string) *corev1.Node {
 		t.Fatalf("get node %s: %v", name, err)
 	}
 	return n
-}
-
-func nodeClaims(t *testing.T, pool string) []karpv1.NodeClaim {
-	t.Helper()
-	list := &karpv1.NodeClaimList{}
-	if err := c.List(context.Background(), list, client.MatchingLabels{karpv1.NodePoolLabelKey: pool}); err != nil {
-		t.Fatalf("list NodeClaims: %v", err)
-	}
-	return list.Items
 }
 
 func TestTenReplicasGetNodesAndRun(t *testing.T) {

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	apischeme "github.com/joiner-dev/joiner/api/scheme"
+	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/controllers/disruption"
+	"github.com/joiner-dev/joiner/controllers/disruption/planner"
+)
+
+const disruptionUsage = `Usage: joiner disruption plan [flags]
+
+  plan    --kubeconfig <file> [--passes N] [-o text|json] [consolidation flags]
+          Reads the cluster and prints what the next disruption passes would do (each pass applied
+          in memory before the next), and, for every node the next pass leaves alone, why: budget,
+          do-not-disrupt, PodDisruptionBudget, not consolidatable yet, no cheaper option, ...
+          It changes nothing. The decisions come from the same engine as the controller's, with
+          the consolidation flags given here (use the controller's values).
+`
+
+func runDisruption(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, disruptionUsage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, disruptionUsage)
+		return 0
+	case "plan":
+		return runDisruptionPlan(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "joiner disruption: unknown command %q\n\n%s", args[0], disruptionUsage)
+		return 2
+	}
+}
+
+func runDisruptionPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("joiner disruption plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, then ~/.kube/config)")
+	passes := fs.Int("passes", 10, "most passes to show")
+	output := fs.String("o", disruption.OutputText, "output format: text or json")
+	cloudProvider := fs.String("cloud-provider", local.Name, "cloud provider whose instance types and prices to use: local")
+	timeout := fs.Duration("timeout", 2*time.Minute, "time limit of the whole dry run")
+	var opts disruption.Options
+	opts.BindFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, disruptionUsage, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "joiner disruption plan: unexpected arguments %v\n", fs.Args())
+		return 2
+	}
+	if *passes < 1 {
+		fmt.Fprintln(stderr, "joiner disruption plan: --passes must be at least 1")
+		return 2
+	}
+	if *output != disruption.OutputText && *output != disruption.OutputJSON {
+		fmt.Fprintf(stderr, "joiner disruption plan: -o %q is not supported; use text or json\n", *output)
+		return 2
+	}
+	if *cloudProvider != local.Name {
+		fmt.Fprintf(stderr, "joiner disruption plan: --cloud-provider %q is not available in this build; use %s\n", *cloudProvider, local.Name)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan: no Kubernetes configuration (--kubeconfig, $KUBECONFIG or ~/.kube/config):", err)
+		return 1
+	}
+	scheme, err := apischeme.New()
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
+		return 1
+	}
+	kube, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
+		return 1
+	}
+	cloud, err := local.New(ctx, kube, local.Options{})
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
+		return 1
+	}
+	state, pdbs, err := disruption.ReadState(ctx, kube)
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
+		return 1
+	}
+	cluster, err := disruption.NewCluster(ctx, cloud, state, pdbs, opts.Scheduling, time.Now(), logr.Discard())
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
+		return 1
+	}
+	plans, err := planner.New(opts.Planner, time.Now).DryRun(ctx, cluster, *passes)
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
+		return 1
+	}
+	if err := disruption.WritePlans(stdout, plans, *output); err != nil {
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
+		return 1
+	}
+	return 0
+}

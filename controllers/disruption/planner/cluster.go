@@ -1,0 +1,173 @@
+package planner
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/controllers/nodepredicates"
+	"github.com/joiner-dev/joiner/controllers/provisioning"
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
+)
+
+// Annotations Joiner puts on NodeClaims while it disrupts them. They are the orchestration queue's
+// persistent state: after a restart, commands are resumed (or rolled back) from them.
+const (
+	// CommandAnnotationKey on a candidate NodeClaim names the command disrupting it.
+	CommandAnnotationKey = "joiner.dev/disruption-command"
+	// CommandStartedAnnotationKey on a candidate NodeClaim is when its command started (RFC 3339).
+	CommandStartedAnnotationKey = "joiner.dev/disruption-started"
+	// ReplacementsAnnotationKey on a candidate NodeClaim is how many replacements its command
+	// launches.
+	ReplacementsAnnotationKey = "joiner.dev/disruption-replacements"
+	// ReplacementForAnnotationKey on a replacement NodeClaim names the command that launched it.
+	// It stays after the command completes: the churn guard reads it.
+	ReplacementForAnnotationKey = "joiner.dev/disruption-replacement-for"
+)
+
+// Cluster is what one disruption pass reads.
+type Cluster struct {
+	// Now is the time of the pass.
+	Now time.Time
+	// Input is the provisioner's scheduling input for the same state (provisioning.BuildInput):
+	// the pending pods, the existing nodes, the usable NodePools with their instance types and
+	// remaining limits, and the DaemonSet pods. Simulations start from it.
+	Input scheduling.Input
+	// Nodes are the Nodes with their NodeClaim (nil for a Node Joiner does not manage) and the pods
+	// bound to them.
+	Nodes []*Node
+	// NodePools are every NodePool by name, usable or not.
+	NodePools map[string]*karpv1.NodePool
+	// PDBs are the PodDisruptionBudgets.
+	PDBs []policyv1.PodDisruptionBudget
+	// RecentlyMoved maps the controller (owner) UID of pods a disruption moved to when it moved
+	// them; the churn guard leaves their new pods alone for a cooling period.
+	RecentlyMoved map[types.UID]time.Time
+	// InQueue names the NodeClaims of commands the orchestration queue holds in memory and that
+	// may not carry their annotation yet.
+	InQueue map[string]bool
+}
+
+// Node is a Node with its NodeClaim and pods.
+type Node struct {
+	Node      *corev1.Node
+	NodeClaim *karpv1.NodeClaim
+	Pods      []*corev1.Pod
+}
+
+// Name is the Node's name.
+func (n *Node) Name() string { return n.Node.Name }
+
+// NodePoolName is the node's karpenter.sh/nodepool label.
+func (n *Node) NodePoolName() string { return n.Node.Labels[karpv1.NodePoolLabelKey] }
+
+// Initialized reports whether the NodeClaim is Initialized.
+func (n *Node) Initialized() bool {
+	return n.NodeClaim != nil && meta.IsStatusConditionTrue(n.NodeClaim.Status.Conditions, karpv1.ConditionTypeInitialized)
+}
+
+// Deleting reports whether the Node or its NodeClaim is being deleted, or its instance is being
+// terminated.
+func (n *Node) Deleting() bool {
+	if n.Node.DeletionTimestamp != nil {
+		return true
+	}
+	if n.NodeClaim == nil {
+		return false
+	}
+	return n.NodeClaim.DeletionTimestamp != nil || meta.IsStatusConditionTrue(n.NodeClaim.Status.Conditions, karpv1.ConditionTypeInstanceTerminating)
+}
+
+// InCommand reports whether a disruption command holds the node.
+func (n *Node) InCommand(inQueue map[string]bool) bool {
+	if n.NodeClaim == nil {
+		return false
+	}
+	return n.NodeClaim.Annotations[CommandAnnotationKey] != "" || inQueue[n.NodeClaim.Name]
+}
+
+// NewCluster builds the Cluster of a pass from what the provisioner read and the scheduling input
+// it built from it. Nodes are matched to NodeClaims by provider ID.
+func NewCluster(now time.Time, state *provisioning.ClusterState, in scheduling.Input, pdbs []policyv1.PodDisruptionBudget) *Cluster {
+	c := &Cluster{Now: now, Input: in, NodePools: map[string]*karpv1.NodePool{}, PDBs: pdbs}
+	for i := range state.NodePools {
+		c.NodePools[state.NodePools[i].Name] = &state.NodePools[i]
+	}
+	claims := map[string]*karpv1.NodeClaim{}
+	for i := range state.NodeClaims {
+		if id := state.NodeClaims[i].Status.ProviderID; id != "" {
+			claims[id] = &state.NodeClaims[i]
+		}
+	}
+	pods := map[string][]*corev1.Pod{}
+	for i := range state.Pods {
+		if name := state.Pods[i].Spec.NodeName; name != "" {
+			pods[name] = append(pods[name], &state.Pods[i])
+		}
+	}
+	for i := range state.Nodes {
+		node := &state.Nodes[i]
+		c.Nodes = append(c.Nodes, &Node{Node: node, NodeClaim: claims[node.Spec.ProviderID], Pods: pods[node.Name]})
+	}
+	return c
+}
+
+// instanceTypes returns the instance types of the usable NodePool, nil when it is not usable.
+func (c *Cluster) instanceTypes(nodePool string) []*cloudprovider.InstanceType {
+	for _, np := range c.Input.NodePools {
+		if np.NodePool.Name == nodePool {
+			return np.InstanceTypes
+		}
+	}
+	return nil
+}
+
+// nodeInfo is what a pass knows of one managed node: its offering's price and what disrupting it
+// would cost.
+type nodeInfo struct {
+	node          *Node
+	nodePool      *karpv1.NodePool
+	instanceType  *cloudprovider.InstanceType
+	price         float64
+	reschedulable []*corev1.Pod
+	cost          float64
+}
+
+// describe computes the price and disruption cost of a managed node. The price is that of the
+// offering matching the node's zone and capacity type, 0 when none does.
+func (c *Cluster) describe(n *Node) *nodeInfo {
+	info := &nodeInfo{node: n, nodePool: c.NodePools[n.NodePoolName()]}
+	for _, it := range c.instanceTypes(n.NodePoolName()) {
+		if it.Name == n.Node.Labels[karpv1.LabelInstanceType] {
+			info.instanceType = it
+			break
+		}
+	}
+	if info.instanceType != nil {
+		zone, ct := n.Node.Labels[karpv1.LabelTopologyZone], n.Node.Labels[karpv1.CapacityTypeLabelKey]
+		for _, o := range info.instanceType.Offerings {
+			if o.Zone() == zone && o.CapacityType() == ct {
+				info.price = o.Price
+				break
+			}
+		}
+	}
+	for _, pod := range n.Pods {
+		if IsReschedulable(pod) {
+			info.reschedulable = append(info.reschedulable, pod)
+		}
+	}
+	info.cost = DisruptionCost(info.reschedulable)
+	return info
+}
+
+// disrupting reports whether the node counts against its NodePool's budgets: NotReady, being
+// deleted, or held by a disruption command.
+func (c *Cluster) disrupting(n *Node) bool {
+	return !nodepredicates.NodeReady(n.Node) || n.Deleting() || n.InCommand(c.InQueue)
+}
