@@ -57,7 +57,7 @@ run: testbed ## Start a local control plane with the CRDs installed, and Joiner 
 	bin/joiner-local $(RUN_ARGS)
 
 .PHONY: demo
-demo: testbed ## Run the scale-up scenario unattended and print its timeline (pods pending -> NodeClaims -> Nodes Ready -> pods Running).
+demo: testbed ## Run the scale-up and scale-down scenario unattended and print its timelines (pods pending -> NodeClaims -> Nodes Ready -> pods Running; then empty nodes consolidated away).
 	$(GO) build -o bin/joiner-local ./cmd/joiner-local
 	bin/joiner-local --demo
 

@@ -36,6 +36,7 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 		"karpenter_nodeclaims_termination_duration_seconds histogram {nodepool}",
 		"karpenter_nodepools_allowed_disruptions gauge {nodepool,reason}",
 		"karpenter_nodepools_limit gauge {nodepool,resource_type}",
+		"karpenter_nodepools_nodes_consuming_budgets gauge {nodepool,reason}",
 		"karpenter_nodepools_usage gauge {nodepool,resource_type}",
 		"karpenter_nodes_created_total counter {nodepool,zone}",
 		"karpenter_nodes_drained_total counter {nodepool}",

@@ -48,8 +48,9 @@ func (tl *timeline) print(out io.Writer) {
 	}
 }
 
-// runDemo scales the inflate Deployment and prints the timeline: pods pending, NodeClaims
-// created, Nodes Ready, pods Running. It returns once every pod runs, or with an error at timeout.
+// runDemo scales the inflate Deployment up and prints the timeline: pods pending, NodeClaims
+// created, Nodes Ready, pods Running; then scales it to 0 and prints how the empty nodes go. It
+// returns once every node is gone, or with an error at timeout.
 func runDemo(ctx context.Context, cfg *rest.Config, out io.Writer, timeout time.Duration) error {
 	scheme, err := apischeme.New()
 	if err != nil {
@@ -110,12 +111,71 @@ func runDemo(ctx context.Context, cfg *rest.Config, out io.Writer, timeout time.
 		if running == demoReplicas {
 			tl.mark("all-running", fmt.Sprintf("all %d pods Running on %d nodes", demoReplicas, len(claims.Items)))
 			tl.print(out)
-			return nil
+			return scaleDown(ctx, c, d, out, timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	tl.print(out)
 	return fmt.Errorf("not every pod was Running within %s", timeout)
+}
+
+// scaleDown scales inflate back to 0 and prints the timeline of consolidation: pods Terminating,
+// empty nodes marked for disruption, their NodeClaims deleted, and the Nodes gone. It returns once
+// no NodeClaim is left, or with an error at timeout.
+func scaleDown(ctx context.Context, c client.Client, d *appsv1.Deployment, out io.Writer, timeout time.Duration) error {
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Replicas = ptrInt32(0)
+	tl := &timeline{start: time.Now(), seen: map[string]bool{}}
+	if err := c.Patch(ctx, d, patch); err != nil {
+		return fmt.Errorf("scale inflate down: %w", err)
+	}
+	fmt.Fprintln(out, "\nScaled deployment inflate to 0. The NodePool consolidates empty nodes after its consolidateAfter (1m), then a 15 s validation. Timeline:")
+	tl.mark("scaled", "kubectl scale deployment inflate --replicas 0")
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+			return fmt.Errorf("list pods: %w", err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				tl.mark("terminating", "pods Terminating")
+			}
+		}
+		if len(pods.Items) == 0 {
+			tl.mark("pods-gone", "every inflate pod gone")
+		}
+		claims := &karpv1.NodeClaimList{}
+		if err := c.List(ctx, claims); err != nil {
+			return fmt.Errorf("list nodeclaims: %w", err)
+		}
+		for _, nc := range claims.Items {
+			if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeConsolidatable); cond != nil && cond.Status == "True" {
+				tl.mark("consolidatable-"+nc.Name, fmt.Sprintf("NodeClaim %s Consolidatable (no pod event for consolidateAfter)", nc.Name))
+			}
+			if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason); cond != nil && cond.Status == "True" {
+				tl.mark("disrupted-"+nc.Name, fmt.Sprintf("Node %s tainted karpenter.sh/disrupted (DisruptionReason %s)", nc.Status.NodeName, cond.Reason))
+			}
+			if nc.DeletionTimestamp != nil {
+				tl.mark("deleting-"+nc.Name, fmt.Sprintf("NodeClaim %s deleted: draining and terminating %s", nc.Name, nc.Status.NodeName))
+			}
+		}
+		nodes := &corev1.NodeList{}
+		if err := c.List(ctx, nodes, client.HasLabels{karpv1.NodePoolLabelKey}); err != nil {
+			return fmt.Errorf("list nodes: %w", err)
+		}
+		if len(claims.Items) == 0 && len(nodes.Items) == 0 {
+			tl.mark("all-gone", "every NodeClaim and Node removed")
+			tl.print(out)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tl.print(out)
+	return fmt.Errorf("the empty nodes were not all removed within %s", timeout)
 }
 
 func describeClaim(nc *karpv1.NodeClaim) string {

@@ -194,7 +194,8 @@ func (c *Controller) Pass(ctx context.Context) (bool, error) {
 		}
 		return false, nil
 	}
-	if c.opts.ValidationDelay > 0 {
+	// Consolidation is checked again after the delay; drift and soft expiry are not (as Karpenter).
+	if c.opts.ValidationDelay > 0 && (cmd.Reason == karpv1.DisruptionReasonEmpty || cmd.Reason == karpv1.DisruptionReasonUnderutilized) {
 		if cmd, err = c.validate(ctx, cmd); cmd == nil || err != nil {
 			return false, err
 		}
@@ -342,7 +343,7 @@ func fingerprint(s *provisioning.ClusterState, pdbs []policyv1.PodDisruptionBudg
 	for i := range s.NodeClaims {
 		nc := &s.NodeClaims[i]
 		write("nodeclaim", nc.Name, strconv.FormatBool(nc.DeletionTimestamp != nil), nc.Annotations[planner.CommandAnnotationKey])
-		for _, t := range []string{karpv1.ConditionTypeInitialized, karpv1.ConditionTypeConsolidatable, karpv1.ConditionTypeInstanceTerminating} {
+		for _, t := range []string{karpv1.ConditionTypeInitialized, karpv1.ConditionTypeConsolidatable, karpv1.ConditionTypeInstanceTerminating, karpv1.ConditionTypeDrifted, planner.ConditionTypeExpired} {
 			write(strconv.FormatBool(meta.IsStatusConditionTrue(nc.Status.Conditions, t)))
 		}
 	}

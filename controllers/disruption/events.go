@@ -92,10 +92,12 @@ func (c *Controller) objectsOf(state *provisioning.ClusterState, cmd *planner.Co
 // alone (on the Node and its NodeClaim), and DisruptionBlocked on NodePools whose budget is 0.
 func (c *Controller) observe(state *provisioning.ClusterState, plan *planner.Plan) {
 	for method, d := range plan.Durations {
-		c.metrics.EvaluationDuration.WithLabelValues(methodReason(method), method).Observe(d.Seconds())
+		c.metrics.EvaluationDuration.WithLabelValues(methodReason(method), consolidationType(method)).Observe(d.Seconds())
 	}
 	c.metrics.EligibleNodes.WithLabelValues(lowerReason(karpv1.DisruptionReasonEmpty)).Set(float64(plan.Eligible[planner.TypeEmpty]))
 	c.metrics.EligibleNodes.WithLabelValues(lowerReason(karpv1.DisruptionReasonUnderutilized)).Set(float64(max(plan.Eligible[planner.TypeMulti], plan.Eligible[planner.TypeSingle])))
+	c.metrics.EligibleNodes.WithLabelValues(lowerReason(karpv1.DisruptionReasonDrifted)).Set(float64(plan.Eligible[planner.TypeDrift]))
+	c.metrics.EligibleNodes.WithLabelValues(lowerReason(planner.DisruptionReasonExpired)).Set(float64(plan.Eligible[planner.TypeExpired]))
 	for _, t := range plan.TimedOut {
 		c.metrics.Timeouts.WithLabelValues(t).Inc()
 	}
@@ -126,6 +128,7 @@ func (c *Controller) observe(state *provisioning.ClusterState, plan *planner.Pla
 		for _, reason := range budget.Reasons() {
 			value := plan.BudgetValue[np.Name][reason]
 			c.metrics.AllowedDisruptions.WithLabelValues(np.Name, string(reason)).Set(float64(value))
+			c.metrics.NodesConsumingBudgets.WithLabelValues(np.Name, string(reason)).Set(float64(plan.Disrupting[np.Name]))
 			if value == 0 && poolNodes[np.Name] > 0 {
 				c.event(np, corev1.EventTypeNormal, planner.ReasonDisruptionBlocked, budgetBlockedTTL,
 					"No allowed disruptions for disruption reason %s due to blocking budget", reason)
@@ -136,8 +139,13 @@ func (c *Controller) observe(state *provisioning.ClusterState, plan *planner.Pla
 
 // methodReason is the reason label of a method's metrics.
 func methodReason(method string) string {
-	if method == planner.TypeEmpty {
+	switch method {
+	case planner.TypeEmpty:
 		return lowerReason(karpv1.DisruptionReasonEmpty)
+	case planner.TypeDrift:
+		return lowerReason(karpv1.DisruptionReasonDrifted)
+	case planner.TypeExpired:
+		return lowerReason(planner.DisruptionReasonExpired)
 	}
 	return lowerReason(karpv1.DisruptionReasonUnderutilized)
 }

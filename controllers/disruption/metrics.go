@@ -45,6 +45,9 @@ type Metrics struct {
 	// AllowedDisruptions is karpenter_nodepools_allowed_disruptions{nodepool, reason}: the budget
 	// before disrupting nodes are subtracted.
 	AllowedDisruptions *prometheus.GaugeVec
+	// NodesConsumingBudgets is karpenter_nodepools_nodes_consuming_budgets{nodepool, reason}: the
+	// NodePool's nodes that count against its budgets (NotReady, deleting, or disrupting).
+	NodesConsumingBudgets *prometheus.GaugeVec
 	// NodeClaimsDisrupted is karpenter_nodeclaims_disrupted_total{reason, nodepool, capacity_type},
 	// shared with the lifecycle controller and garbage collection.
 	NodeClaimsDisrupted *prometheus.CounterVec
@@ -80,6 +83,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		AllowedDisruptions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Karpenter, Subsystem: "nodepools", Name: "allowed_disruptions",
 			Help: "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool and reason."},
 			[]string{metrics.NodePoolLabel, metrics.ReasonLabel}),
+		NodesConsumingBudgets: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Karpenter, Subsystem: "nodepools", Name: "nodes_consuming_budgets",
+			Help: "The number of nodes for a given NodePool that are consuming its disruption budgets. Labeled by NodePool and reason."},
+			[]string{metrics.NodePoolLabel, metrics.ReasonLabel}),
 		NodeClaimsDisrupted: metrics.NewNodeClaimsDisrupted(),
 		NodeClaimsCreated:   metrics.NewNodeClaimsCreated(),
 	}
@@ -89,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	for _, v := range []**prometheus.GaugeVec{&m.EligibleNodes, &m.AllowedDisruptions} {
+	for _, v := range []**prometheus.GaugeVec{&m.EligibleNodes, &m.AllowedDisruptions, &m.NodesConsumingBudgets} {
 		if *v, err = metrics.Register(reg, *v); err != nil {
 			return nil, err
 		}

@@ -69,9 +69,9 @@ func (c *Controller) start(ctx context.Context, cmd *planner.Command) error {
 		c.metrics.NodeClaimsCreated.WithLabelValues(lowerReason(cmd.Reason), plan.NodePool.Name, strconv.FormatBool(plan.MinValuesRelaxed)).Inc()
 		c.event(nc, corev1.EventTypeNormal, "DisruptionLaunching", time.Minute, "Launching NodeClaim: %s", cmd.Reason)
 	}
-	c.metrics.Decisions.WithLabelValues(cmd.Decision(), lowerReason(cmd.Reason), cmd.Type).Inc()
+	c.metrics.Decisions.WithLabelValues(cmd.Decision(), lowerReason(cmd.Reason), consolidationType(cmd.Type)).Inc()
 	for _, pool := range cmd.NodePoolNames() {
-		c.metrics.DecisionsByNodePool.WithLabelValues(pool, cmd.Decision(), lowerReason(cmd.Reason), cmd.Type).Inc()
+		c.metrics.DecisionsByNodePool.WithLabelValues(pool, cmd.Decision(), lowerReason(cmd.Reason), consolidationType(cmd.Type)).Inc()
 	}
 	if len(cmd.Replacements) == 0 {
 		return c.terminate(ctx, marked, cmd.Reason, now, nil)
@@ -300,7 +300,7 @@ func (c *Controller) rollback(ctx context.Context, id string, candidates, replac
 	}
 	decision, reason, typ := "replace", strings.SplitN(id, "-", 2)[0], ""
 	if cmd != nil {
-		decision, typ = cmd.Decision(), cmd.Type
+		decision, typ = cmd.Decision(), consolidationType(cmd.Type)
 	}
 	c.metrics.QueueFailures.WithLabelValues(decision, reason, typ).Add(float64(max(failed, 1)))
 	c.log.Info("rolled back a disruption command", "command", id, "reason", why, "candidates", len(candidates), "replacementsDeleted", failed)
@@ -385,6 +385,16 @@ func (c *Controller) cleanupStale(ctx context.Context, state *provisioning.Clust
 }
 
 func lowerReason(r karpv1.DisruptionReason) string { return strings.ToLower(string(r)) }
+
+// consolidationType is the consolidation_type label of a command of the type: empty, multi or
+// single, and "" for drift and soft expiry, as Karpenter labels drift.
+func consolidationType(typ string) string {
+	switch typ {
+	case planner.TypeEmpty, planner.TypeMulti, planner.TypeSingle:
+		return typ
+	}
+	return ""
+}
 
 func podCount(cmd *planner.Command) int {
 	n := 0

@@ -64,32 +64,50 @@ func (c *Candidate) SavingsRatio() float64 { return c.price / c.cost }
 // CapacityType is the candidate's karpenter.sh/capacity-type.
 func (c *Candidate) CapacityType() string { return c.node.Node.Labels[karpv1.CapacityTypeLabelKey] }
 
+// candidateSet is what the shared filters let through: graceful candidates pass every check
+// (consolidation uses them); eventual candidates may also hold pods that a do-not-disrupt
+// annotation or a PodDisruptionBudget protects, when their NodeClaim has a terminationGracePeriod
+// that bounds the drain (drift and soft expiry use them, as Karpenter's eventual class).
+type candidateSet struct {
+	graceful, eventual []*Candidate
+}
+
 // candidates applies the filters every method shares, in Karpenter v1.14's order, to every managed
-// node; nominated nodes (those the pending pods would be placed on) are blocked too. Nodes that fail get a DisruptionBlocked verdict (the first failure only), except those
-// already being disrupted and unmanaged ones, which are skipped silently.
-func (p *Planner) candidates(c *Cluster, infos map[string]*nodeInfo, nominated map[string]bool) ([]*Candidate, []Verdict) {
-	var out []*Candidate
+// node; nominated nodes (those the pending pods would be placed on) are blocked too. Nodes that
+// fail get a DisruptionBlocked verdict (the first failure only), except those already being
+// disrupted and unmanaged ones, which are skipped silently.
+func (p *Planner) candidates(c *Cluster, infos map[string]*nodeInfo, nominated map[string]bool) (candidateSet, []Verdict) {
+	var out candidateSet
 	var verdicts []Verdict
 	pdbs := newPDBIndex(c.PDBs)
 	for _, n := range c.Nodes {
 		if n.NodeClaim == nil || n.InCommand(c.InQueue) {
 			continue
 		}
-		msg := p.blocked(c, n, pdbs)
+		msg := p.blockedNode(c, n)
 		if msg == "" && nominated[n.Name()] {
 			msg = "Node is nominated for a pending pod"
 		}
-		if msg != "" {
-			verdicts = append(verdicts, Verdict{Node: n.Name(), NodeClaim: n.NodeClaim.Name, Reason: ReasonDisruptionBlocked, Message: msg})
-			continue
+		podMsg := ""
+		if msg == "" {
+			podMsg = blockedByPods(c, n, pdbs)
 		}
-		out = append(out, &Candidate{nodeInfo: infos[n.Name()]})
+		if msg != "" || podMsg != "" {
+			verdicts = append(verdicts, Verdict{Node: n.Name(), NodeClaim: n.NodeClaim.Name, Reason: ReasonDisruptionBlocked, Message: msg + podMsg})
+		}
+		cand := &Candidate{nodeInfo: infos[n.Name()]}
+		if msg == "" && (podMsg == "" || n.NodeClaim.Spec.TerminationGracePeriod != nil) {
+			out.eventual = append(out.eventual, cand)
+		}
+		if msg == "" && podMsg == "" {
+			out.graceful = append(out.graceful, cand)
+		}
 	}
 	return out, verdicts
 }
 
-// blocked returns why the node cannot be disrupted, "" when it can.
-func (p *Planner) blocked(c *Cluster, n *Node, pdbs *pdbIndex) string {
+// blockedNode returns why the node itself cannot be disrupted, "" when it can.
+func (p *Planner) blockedNode(c *Cluster, n *Node) string {
 	switch {
 	case !n.Initialized():
 		return "Node isn't initialized"
@@ -102,6 +120,12 @@ func (p *Planner) blocked(c *Cluster, n *Node, pdbs *pdbIndex) string {
 	case c.NodePools[n.NodePoolName()] == nil || len(c.instanceTypes(n.NodePoolName())) == 0:
 		return fmt.Sprintf("NodePool not found (NodePool=%s)", n.NodePoolName())
 	}
+	return ""
+}
+
+// blockedByPods returns why the node's pods keep it (do-not-disrupt, PodDisruptionBudgets), ""
+// when they do not.
+func blockedByPods(c *Cluster, n *Node, pdbs *pdbIndex) string {
 	for _, pod := range n.Pods {
 		if isActive(pod) && podpredicates.DoNotDisruptActive(pod, c.Now) {
 			return fmt.Sprintf("Pod has %q annotation", karpv1.DoNotDisruptAnnotationKey)

@@ -19,7 +19,18 @@ const (
 	TypeEmpty  = "empty"
 	TypeMulti  = "multi"
 	TypeSingle = "single"
+	// TypeDrift and TypeExpired are not consolidation: their consolidation_type label is "".
+	TypeDrift   = "drift"
+	TypeExpired = "expired"
 )
+
+// DisruptionReasonExpired is the DisruptionReason of Joiner's soft expiry. Budgets have no such
+// reason: soft expiry consumes the Drifted budgets.
+const DisruptionReasonExpired karpv1.DisruptionReason = "Expired"
+
+// ConditionTypeExpired is Joiner's NodeClaim condition that soft expiry sets once a NodeClaim of a
+// NodePool with graceful expiration is past its (spread) expiry.
+const ConditionTypeExpired = "Expired"
 
 // Defaults of Options.
 const (
@@ -99,9 +110,9 @@ func (p *Planner) Options() Options { return p.opts }
 type Command struct {
 	// ID identifies the command; the orchestration queue sets it.
 	ID string
-	// Reason is Empty or Underutilized.
+	// Reason is Empty, Underutilized, Drifted or Expired.
 	Reason karpv1.DisruptionReason
-	// Type is TypeEmpty, TypeMulti or TypeSingle.
+	// Type is TypeEmpty, TypeMulti, TypeSingle, TypeDrift or TypeExpired.
 	Type string
 	// Candidates are the nodes to remove.
 	Candidates []*Candidate
@@ -160,6 +171,9 @@ type Plan struct {
 	// Allowed is, per NodePool and reason, how many more nodes budgets allow to disrupt, and
 	// BudgetValue the budget before the disrupting nodes are subtracted.
 	Allowed, BudgetValue map[string]map[karpv1.DisruptionReason]int
+	// Disrupting counts, per NodePool, the initialized nodes that consume its budgets: NotReady,
+	// being deleted, or held by a command.
+	Disrupting map[string]int
 	// BudgetErrors are NodePools whose budgets are invalid (they allow nothing: fail closed).
 	BudgetErrors map[string]error
 	// ConstrainedByBudgets is set when a budget kept a candidate out: such a pass must not be
@@ -183,8 +197,8 @@ func (p *Plan) Verdict(node string) (Verdict, bool) {
 	return Verdict{}, false
 }
 
-// Plan runs one pass over c: emptiness, then multi-node, then single-node consolidation; the first
-// method that finds something returns its command.
+// Plan runs one pass over c: emptiness, drift, soft expiry, then multi-node and single-node
+// consolidation; the first method that finds something returns its command.
 func (p *Planner) Plan(ctx context.Context, c *Cluster) (*Plan, error) {
 	plan := &Plan{Eligible: map[string]int{}, Durations: map[string]time.Duration{}}
 	ps, err := newPass(c)
@@ -197,6 +211,7 @@ func (p *Planner) Plan(ctx context.Context, c *Cluster) (*Plan, error) {
 		return nil, err
 	}
 	cands, verdicts := p.candidates(c, ps.infos, nominated)
+	ps.eventual = cands.eventual
 	plan.Verdicts = verdicts
 	verdictOf := map[string]bool{}
 	for _, v := range verdicts {
@@ -214,12 +229,14 @@ func (p *Planner) Plan(ctx context.Context, c *Cluster) (*Plan, error) {
 		run  func(context.Context, *pass, []*Candidate, *Plan, noter) (*Command, error)
 	}{
 		{TypeEmpty, p.emptiness},
+		{TypeDrift, p.drift},
+		{TypeExpired, p.softExpiry},
 		{TypeMulti, p.multiNode},
 		{TypeSingle, p.singleNode},
 	}
 	for _, m := range methods {
 		start := p.now()
-		cmd, err := m.run(ctx, ps, cands, plan, note)
+		cmd, err := m.run(ctx, ps, cands.graceful, plan, note)
 		plan.Durations[m.name] = p.now().Sub(start)
 		if err != nil {
 			return nil, err
@@ -249,6 +266,7 @@ func (p *Planner) budgets(c *Cluster, plan *Plan) {
 			disrupting[pool]++
 		}
 	}
+	plan.Disrupting = disrupting
 	for name, np := range c.NodePools {
 		plan.Allowed[name] = map[karpv1.DisruptionReason]int{}
 		plan.BudgetValue[name] = map[karpv1.DisruptionReason]int{}

@@ -32,6 +32,8 @@ type pass struct {
 	// reschedulable pods are placed again with every simulation's pods (heldPods).
 	held     map[string]bool
 	heldPods []*corev1.Pod
+	// eventual are the candidates of drift and soft expiry (see candidateSet).
+	eventual []*Candidate
 }
 
 // newPass prepares a pass over c: the scheduler, every managed node's price and cost, and the

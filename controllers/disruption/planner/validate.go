@@ -31,7 +31,8 @@ func (p *Planner) Validate(ctx context.Context, c *Cluster, cmd *Command) (*Comm
 	if err != nil {
 		return nil, "", "", err
 	}
-	all, _ := p.candidates(c, ps.infos, nominated)
+	set, _ := p.candidates(c, ps.infos, nominated)
+	all := set.graceful
 	ignore := func(*Candidate, string, string) {}
 	var fresh []*Candidate
 	if cmd.Reason == karpv1.DisruptionReasonEmpty {
