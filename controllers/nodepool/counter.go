@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +32,27 @@ func (c *Controller) count(ctx context.Context, np *karpv1.NodePool) error {
 	}
 	np.Status.Resources = Usage(ncs.Items, nil)
 	np.Status.Nodes = ptr.To(int64(len(ncs.Items)))
+	np.Status.Rollout = Rollout(ncs.Items)
 	return nil
+}
+
+// Rollout counts NodeClaims by disruption state: disrupting (deleting, or DisruptionReason set),
+// else drifted (Drifted=True), else up to date unless soft expiry marked them Expired.
+func Rollout(ncs []karpv1.NodeClaim) *karpv1.NodePoolRollout {
+	out := &karpv1.NodePoolRollout{}
+	for i := range ncs {
+		conds := ncs[i].Status.Conditions
+		switch {
+		case ncs[i].DeletionTimestamp != nil || meta.IsStatusConditionTrue(conds, karpv1.ConditionTypeDisruptionReason):
+			out.Disrupting++
+		case meta.IsStatusConditionTrue(conds, karpv1.ConditionTypeDrifted):
+			out.Drifted++
+		case meta.IsStatusConditionTrue(conds, karpv1.ConditionTypeExpired):
+		default:
+			out.UpToDate++
+		}
+	}
+	return out
 }
 
 // Usage adds up what NodeClaims of one NodePool use. A launched NodeClaim counts its

@@ -126,3 +126,34 @@ func TestRemaining(t *testing.T) {
 		})
 	}
 }
+
+func TestRollout(t *testing.T) {
+	now := metav1.Now()
+	withCondition := func(conditionType string) karpv1.NodeClaim {
+		nc := karpv1.NodeClaim{}
+		nc.SetCondition(now.Time, conditionType, metav1.ConditionTrue, conditionType, "")
+		return nc
+	}
+	deleting := karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}
+	driftedAndDisrupting := withCondition(karpv1.ConditionTypeDrifted)
+	driftedAndDisrupting.SetCondition(now.Time, karpv1.ConditionTypeDisruptionReason, metav1.ConditionTrue, "Drifted", "")
+	tests := []struct {
+		name   string
+		claims []karpv1.NodeClaim
+		want   karpv1.NodePoolRollout
+	}{
+		{"none", nil, karpv1.NodePoolRollout{}},
+		{"plain NodeClaims are up to date", []karpv1.NodeClaim{{}, {}}, karpv1.NodePoolRollout{UpToDate: 2}},
+		{"drifted", []karpv1.NodeClaim{{}, withCondition(karpv1.ConditionTypeDrifted)}, karpv1.NodePoolRollout{UpToDate: 1, Drifted: 1}},
+		{"a drifted NodeClaim being replaced counts as disrupting", []karpv1.NodeClaim{driftedAndDisrupting}, karpv1.NodePoolRollout{Disrupting: 1}},
+		{"deleting", []karpv1.NodeClaim{deleting}, karpv1.NodePoolRollout{Disrupting: 1}},
+		{"soft-expired is not up to date", []karpv1.NodeClaim{withCondition(karpv1.ConditionTypeExpired)}, karpv1.NodePoolRollout{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Rollout(tt.claims); *got != tt.want {
+				t.Errorf("Rollout = %+v, want %+v", *got, tt.want)
+			}
+		})
+	}
+}

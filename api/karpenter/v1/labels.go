@@ -152,6 +152,12 @@ const (
 	ConditionTypeConsolidatable = "Consolidatable"
 	// ConditionTypeDrifted is true when the node no longer matches its NodePool or node class.
 	ConditionTypeDrifted = "Drifted"
+	// ConditionTypeExpired is Joiner's, not Karpenter's: True once a NodeClaim of a NodePool with
+	// graceful expiration (ExpirationAnnotationKey: ExpirationGraceful) has passed its expireAfter
+	// deadline (plus jitter). Disruption then replaces it within the budgets; the NodeClaim is
+	// deleted forcefully if that has not happened by the end of the grace period. NodeClaims that
+	// expire forcefully, as in Karpenter, never carry it.
+	ConditionTypeExpired = "Expired"
 	// ConditionTypeDisruptionReason carries the reason of the disruption that tainted the node.
 	ConditionTypeDisruptionReason = "DisruptionReason"
 	// ConditionTypeDrained reports whether the node's pods were evicted during termination.

@@ -244,6 +244,9 @@ func (in *NodeClaimTemplateSpec) NodeClaimSpec() NodeClaimSpec {
 // +kubebuilder:printcolumn:name="Nodes",type="string",JSONPath=".status.nodes"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="UpToDate",type="integer",JSONPath=".status.rollout.upToDate",priority=1
+// +kubebuilder:printcolumn:name="Drifted",type="integer",JSONPath=".status.rollout.drifted",priority=1
+// +kubebuilder:printcolumn:name="Disrupting",type="integer",JSONPath=".status.rollout.disrupting",priority=1
 // +kubebuilder:printcolumn:name="Weight",type="integer",JSONPath=".spec.weight",priority=1
 // +kubebuilder:printcolumn:name="CPU",type="string",JSONPath=".status.resources.cpu",priority=1
 // +kubebuilder:printcolumn:name="Memory",type="string",JSONPath=".status.resources.memory",priority=1

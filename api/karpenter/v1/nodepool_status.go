@@ -17,6 +17,10 @@ type NodePoolStatus struct {
 	// +kubebuilder:default:=0
 	// +optional
 	Nodes *int64 `json:"nodes,omitempty"`
+	// Rollout counts the NodePool's NodeClaims by where they stand in a rollout. It is Joiner's
+	// addition (Karpenter #3071): a GitOps health check can wait until upToDate equals nodes.
+	// +optional
+	Rollout *NodePoolRollout `json:"rollout,omitempty"`
 	// NodeClassObservedGeneration is the generation of the node class last seen; when the node
 	// class changes, NodeRegistrationHealthy is reset.
 	// +optional
@@ -27,6 +31,16 @@ type NodePoolStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodePoolRollout counts a NodePool's NodeClaims by disruption state.
+type NodePoolRollout struct {
+	// UpToDate NodeClaims are neither drifted, expired nor being disrupted.
+	UpToDate int64 `json:"upToDate"`
+	// Drifted NodeClaims have Drifted=True and are not being disrupted yet.
+	Drifted int64 `json:"drifted"`
+	// Disrupting NodeClaims are being replaced or removed (DisruptionReason set, or deleting).
+	Disrupting int64 `json:"disrupting"`
 }
 
 // StatusCondition returns the condition of the given type, or nil when the NodePool has none.

@@ -30,7 +30,7 @@ const DisruptionReasonExpired karpv1.DisruptionReason = "Expired"
 
 // ConditionTypeExpired is Joiner's NodeClaim condition that soft expiry sets once a NodeClaim of a
 // NodePool with graceful expiration is past its (spread) expiry.
-const ConditionTypeExpired = "Expired"
+const ConditionTypeExpired = karpv1.ConditionTypeExpired
 
 // Defaults of Options.
 const (
