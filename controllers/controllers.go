@@ -1,6 +1,6 @@
 // Package controllers is the one place that wires Joiner's controllers into a manager: the
 // NodeClaim lifecycle, termination, garbage collection and NodePool status (the node lifecycle),
-// the provisioner, disruption, the pod metrics, policy sync and the audit, and the controllers the cloud
+// the provisioner, disruption, static NodePools, the pod metrics, policy sync and the audit, and the controllers the cloud
 // provider brings. The
 // behaviour lives in the subpackages; this package only constructs them from one Dependencies
 // value and registers them. It must not hold controller logic of its own.
@@ -33,6 +33,7 @@ import (
 	"github.com/joiner-dev/joiner/controllers/podmetrics"
 	"github.com/joiner-dev/joiner/controllers/policysync"
 	"github.com/joiner-dev/joiner/controllers/provisioning"
+	"github.com/joiner-dev/joiner/controllers/staticpool"
 	"github.com/joiner-dev/joiner/controllers/termination"
 	"github.com/joiner-dev/joiner/policy"
 )
@@ -77,7 +78,7 @@ type Dependencies struct {
 }
 
 // Register wires every controller Joiner runs into mgr: the node lifecycle (RegisterNodeLifecycle),
-// the provisioner, disruption, the pod metrics, policy sync with the inventory mirrors, the audit, and the
+// the provisioner, disruption, static NodePools, the pod metrics, policy sync with the inventory mirrors, the audit, and the
 // provider's own controllers. It also adds the "policies" readiness check, which holds until
 // every policy is compiled.
 func Register(mgr ctrl.Manager, deps Dependencies) error {
@@ -117,6 +118,13 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 	}
 	if err := consolidatable.NewController(mgr.GetClient(), deps.Clock, consolidatable.Options{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("register the Consolidatable condition: %w", err)
+	}
+	static, err := staticpool.NewController(mgr.GetClient(), deps.Clock, mgr.GetEventRecorder(staticpool.ControllerName), deps.Registerer, staticpool.Options{})
+	if err != nil {
+		return fmt.Errorf("register static NodePools: %w", err)
+	}
+	if err := static.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register static NodePools: %w", err)
 	}
 	pods, err := podmetrics.NewController(mgr.GetClient(), deps.Registerer)
 	if err != nil {
