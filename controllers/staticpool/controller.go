@@ -62,11 +62,6 @@ const (
 	ReasonFailedScaleUp = "FailedScaleUp"
 )
 
-// disruptionCommandAnnotationKey marks a NodeClaim that a disruption command is replacing or
-// deleting (planner.CommandAnnotationKey, restated here so that disruption may import this
-// package; a test keeps the two equal).
-const disruptionCommandAnnotationKey = "joiner.dev/disruption-command"
-
 // conflictRetry is how soon a reconcile whose delete lost an optimistic-concurrency race runs
 // again.
 const conflictRetry = 100 * time.Millisecond
@@ -177,7 +172,7 @@ func (c *Controller) count(pool string, ncs []karpv1.NodeClaim) poolState {
 			continue
 		}
 		s.present++
-		if nc.Annotations[disruptionCommandAnnotationKey] != "" {
+		if nc.Annotations[karpv1.DisruptionCommandAnnotationKey] != "" {
 			continue
 		}
 		s.deletable = append(s.deletable, nc)
@@ -337,7 +332,7 @@ func nodeClaimCountChanged() predicate.Funcs {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			before, after := e.ObjectOld, e.ObjectNew
 			return before.GetDeletionTimestamp().IsZero() != after.GetDeletionTimestamp().IsZero() ||
-				before.GetAnnotations()[disruptionCommandAnnotationKey] != after.GetAnnotations()[disruptionCommandAnnotationKey]
+				before.GetAnnotations()[karpv1.DisruptionCommandAnnotationKey] != after.GetAnnotations()[karpv1.DisruptionCommandAnnotationKey]
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

@@ -20,7 +20,6 @@ import (
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	nct "github.com/joiner-dev/joiner/controllers/controllertest"
-	"github.com/joiner-dev/joiner/controllers/disruption/planner"
 	"github.com/joiner-dev/joiner/controllers/staticpool"
 )
 
@@ -341,7 +340,7 @@ func prepare(t *testing.T, h *harness, ns string, nc *karpv1.NodeClaim, r role) 
 		return
 	case marked:
 		stored := nc.DeepCopy()
-		nc.Annotations[planner.CommandAnnotationKey] = "staticdrift-test"
+		nc.Annotations[karpv1.DisruptionCommandAnnotationKey] = "staticdrift-test"
 		if err := env.Client.Patch(ctx, nc, client.MergeFrom(stored)); err != nil {
 			t.Fatal(err)
 		}

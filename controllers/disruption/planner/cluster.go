@@ -15,19 +15,18 @@ import (
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 )
 
-// Annotations Joiner puts on NodeClaims while it disrupts them. They are the orchestration queue's
-// persistent state: after a restart, commands are resumed (or rolled back) from them.
+// Annotations Joiner puts on NodeClaims while it disrupts them (declared in the API package, where
+// other controllers read them too).
 const (
 	// CommandAnnotationKey on a candidate NodeClaim names the command disrupting it.
-	CommandAnnotationKey = "joiner.dev/disruption-command"
+	CommandAnnotationKey = karpv1.DisruptionCommandAnnotationKey
 	// CommandStartedAnnotationKey on a candidate NodeClaim is when its command started (RFC 3339).
-	CommandStartedAnnotationKey = "joiner.dev/disruption-started"
+	CommandStartedAnnotationKey = karpv1.DisruptionStartedAnnotationKey
 	// ReplacementsAnnotationKey on a candidate NodeClaim is how many replacements its command
 	// launches.
-	ReplacementsAnnotationKey = "joiner.dev/disruption-replacements"
+	ReplacementsAnnotationKey = karpv1.DisruptionReplacementsAnnotationKey
 	// ReplacementForAnnotationKey on a replacement NodeClaim names the command that launched it.
-	// It stays after the command completes: the churn guard reads it.
-	ReplacementForAnnotationKey = "joiner.dev/disruption-replacement-for"
+	ReplacementForAnnotationKey = karpv1.DisruptionReplacementForAnnotationKey
 )
 
 // Cluster is what one disruption pass reads.
