@@ -1,6 +1,6 @@
 // Package controllers is the one place that wires Joiner's controllers into a manager: the
 // NodeClaim lifecycle, termination, garbage collection and NodePool status (the node lifecycle),
-// the provisioner, disruption, static NodePools, the pod metrics, policy sync and the audit, and the controllers the cloud
+// the provisioner, disruption, expiration, static NodePools, the pod metrics, policy sync and the audit, and the controllers the cloud
 // provider brings. The
 // behaviour lives in the subpackages; this package only constructs them from one Dependencies
 // value and registers them. It must not hold controller logic of its own.
@@ -26,6 +26,7 @@ import (
 	"github.com/joiner-dev/joiner/controllers/audit"
 	"github.com/joiner-dev/joiner/controllers/consolidatable"
 	"github.com/joiner-dev/joiner/controllers/disruption"
+	"github.com/joiner-dev/joiner/controllers/expiration"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
@@ -50,6 +51,8 @@ type Options struct {
 	NodePool nodepool.Options
 	// Provisioning tunes the provisioner (batching, scheduling simulation).
 	Provisioning provisioning.Options
+	// Expiration tunes expiry (the default grace of graceful expiration).
+	Expiration expiration.Options
 	// Disruption tunes consolidation (polling, validation, timeouts, churn guard); its
 	// Scheduling options are always the provisioner's.
 	Disruption disruption.Options
@@ -78,7 +81,7 @@ type Dependencies struct {
 }
 
 // Register wires every controller Joiner runs into mgr: the node lifecycle (RegisterNodeLifecycle),
-// the provisioner, disruption, static NodePools, the pod metrics, policy sync with the inventory mirrors, the audit, and the
+// the provisioner, disruption, expiration, static NodePools, the pod metrics, policy sync with the inventory mirrors, the audit, and the
 // provider's own controllers. It also adds the "policies" readiness check, which holds until
 // every policy is compiled.
 func Register(mgr ctrl.Manager, deps Dependencies) error {
@@ -118,6 +121,13 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 	}
 	if err := consolidatable.NewController(mgr.GetClient(), deps.Clock, consolidatable.Options{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("register the Consolidatable condition: %w", err)
+	}
+	exp, err := expiration.NewController(mgr.GetClient(), deps.Clock, mgr.GetEventRecorder(expiration.ControllerName), deps.Registerer, deps.Options.Expiration)
+	if err != nil {
+		return fmt.Errorf("register expiration: %w", err)
+	}
+	if err := exp.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register expiration: %w", err)
 	}
 	static, err := staticpool.NewController(mgr.GetClient(), deps.Clock, mgr.GetEventRecorder(staticpool.ControllerName), deps.Registerer, staticpool.Options{})
 	if err != nil {

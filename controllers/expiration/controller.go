@@ -1,0 +1,274 @@
+package expiration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// ControllerName is the name of the expiration controller (logs, metrics, events).
+const ControllerName = "nodeclaim.expiration"
+
+// Condition and event reasons.
+const (
+	// ReasonExpired is the reason of the Expired=True condition, and of the Normal event on a
+	// NodeClaim that expired (marked or deleted).
+	ReasonExpired = "Expired"
+	// ReasonInvalidAnnotation is the reason of the Warning event on a NodePool whose
+	// joiner.dev/expiration or joiner.dev/expiration-grace annotation is invalid.
+	ReasonInvalidAnnotation = "InvalidExpirationAnnotation"
+)
+
+// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
+const DefaultMaxConcurrentReconciles = 10
+
+// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race (or met a
+// stale cache) runs again.
+const conflictRetry = 100 * time.Millisecond
+
+// warnEvery is how often the same invalid annotation value on a NodePool is reported again.
+const warnEvery = 15 * time.Minute
+
+// Options tune the expiration controller. The zero value means the defaults.
+type Options struct {
+	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
+	// DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+	// DefaultGrace is the grace period of graceful expiration when a NodePool does not set a
+	// valid joiner.dev/expiration-grace. Zero means karpv1.DefaultExpirationGrace (24h).
+	DefaultGrace time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.DefaultGrace <= 0 {
+		o.DefaultGrace = karpv1.DefaultExpirationGrace
+	}
+	return o
+}
+
+// Controller deletes expired NodeClaims, or marks them Expired when their NodePool asks for
+// graceful expiration.
+type Controller struct {
+	kube     client.Client
+	clock    clock.Clock
+	recorder events.EventRecorder
+	metrics  *Metrics
+	opts     Options
+
+	mu sync.Mutex
+	// warned is when each invalid annotation value of a NodePool was last reported.
+	warned map[warning]time.Time
+}
+
+// warning identifies a reported invalid annotation value.
+type warning struct {
+	nodePool   types.UID
+	annotation string
+	value      string
+}
+
+// NewController returns an expiration controller. kube should be a manager's cached client;
+// recorder a manager's GetEventRecorder(ControllerName); reg the registry for its metrics (nil
+// skips them). A nil clock means the real clock.
+func NewController(kube client.Client, clk clock.Clock, recorder events.EventRecorder, reg prometheus.Registerer, opts Options) (*Controller, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("create %s metrics: %w", ControllerName, err)
+	}
+	return &Controller{kube: kube, clock: clk, recorder: recorder, metrics: m, opts: opts.withDefaults(), warned: map[warning]time.Time{}}, nil
+}
+
+// Reconcile expires one NodeClaim if its time has come, and otherwise requeues it for the next
+// instant of its schedule. NodeClaims being deleted are left as they are.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &karpv1.NodeClaim{}
+	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get nodeclaim %s: %w", req.Name, err)
+	}
+	if !nc.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	np, err := c.nodePoolOf(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	p, problems := policyOf(np, c.opts.DefaultGrace)
+	for _, pr := range problems {
+		c.warn(np, pr)
+	}
+	s, expires := scheduleOf(nc, p)
+	if !expires {
+		return c.writeExpired(ctx, nc, s, false, reconcile.Result{})
+	}
+	now := c.clock.Now()
+	switch next, wait := s.at(now); next {
+	case stepDelete:
+		return c.delete(ctx, nc, p)
+	case stepMark:
+		return c.writeExpired(ctx, nc, s, true, reconcile.Result{RequeueAfter: wait})
+	default:
+		return c.writeExpired(ctx, nc, s, false, reconcile.Result{RequeueAfter: wait})
+	}
+}
+
+// writeExpired sets (expired) or removes the NodeClaim's Expired condition when that changes
+// anything, and returns result, or a quick retry when the write lost a race.
+func (c *Controller) writeExpired(ctx context.Context, nc *karpv1.NodeClaim, s schedule, expired bool, result reconcile.Result) (reconcile.Result, error) {
+	stored := nc.DeepCopy()
+	if expired {
+		nc.SetCondition(c.clock.Now(), karpv1.ConditionTypeExpired, metav1.ConditionTrue, ReasonExpired, fmt.Sprintf(
+			"Expired at %s (expireAfter %s); to be replaced within the disruption budgets, or deleted at %s",
+			s.deadline.UTC().Format(time.RFC3339), nc.Spec.ExpireAfter, s.hard.UTC().Format(time.RFC3339)))
+	} else {
+		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeExpired)
+	}
+	if equality.Semantic.DeepEqual(stored.Status, nc.Status) {
+		return result, nil
+	}
+	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return reconcile.Result{}, nil
+		case apierrors.IsConflict(err):
+			// Another writer changed the NodeClaim since the cache saw it; judge it afresh.
+			log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "nodeclaim", nc.Name, "error", err.Error())
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		default:
+			return reconcile.Result{}, fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
+		}
+	}
+	if expired {
+		log.FromContext(ctx).V(1).Info("marked nodeclaim expired", "nodeclaim", nc.Name, "expireAfter", nc.Spec.ExpireAfter.String(), "forcefulAt", s.hard)
+		c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, ReasonExpired, "Mark",
+			"NodeClaim expired after %s; it will be replaced within the disruption budgets, or deleted at %s", nc.Spec.ExpireAfter, s.hard.UTC().Format(time.RFC3339))
+	} else {
+		log.FromContext(ctx).V(1).Info("removed the expired condition", "nodeclaim", nc.Name)
+	}
+	return result, nil
+}
+
+// delete deletes the expired NodeClaim, then counts it and records why. The resourceVersion
+// precondition makes a reconcile that read a stale cache (one that predates this controller's own
+// deletion, say) fail instead of deleting, and counting, twice.
+func (c *Controller) delete(ctx context.Context, nc *karpv1.NodeClaim, p policy) (reconcile.Result, error) {
+	log.FromContext(ctx).V(1).Info("deleting expired nodeclaim", "nodeclaim", nc.Name,
+		"nodepool", nc.Labels[karpv1.NodePoolLabelKey], "expireAfter", nc.Spec.ExpireAfter.String(), "graceful", p.graceful)
+	err := c.kube.Delete(ctx, nc, client.Preconditions{UID: &nc.UID, ResourceVersion: &nc.ResourceVersion})
+	switch {
+	case apierrors.IsNotFound(err):
+		return reconcile.Result{}, nil
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).V(1).Info("retrying the deletion of a changed nodeclaim", "nodeclaim", nc.Name, "error", err.Error())
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("delete expired nodeclaim %s: %w", nc.Name, err)
+	}
+	c.metrics.expired(nc)
+	if p.graceful {
+		c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, ReasonExpired, "Delete",
+			"NodeClaim expired after %s and was not replaced within the grace period of %s (%s); deleting it",
+			nc.Spec.ExpireAfter, p.grace, karpv1.ExpirationGraceAnnotationKey)
+	} else {
+		c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, ReasonExpired, "Delete", "NodeClaim expired after %s", nc.Spec.ExpireAfter)
+	}
+	return reconcile.Result{}, nil
+}
+
+// warn records a Warning event about the NodePool's invalid annotation, at most every warnEvery
+// per value.
+func (c *Controller) warn(np *karpv1.NodePool, pr problem) {
+	key := warning{nodePool: np.UID, annotation: pr.annotation, value: pr.value}
+	now := c.clock.Now()
+	c.mu.Lock()
+	last, seen := c.warned[key]
+	due := !seen || now.Sub(last) >= warnEvery
+	if due {
+		for k, t := range c.warned {
+			if now.Sub(t) >= warnEvery {
+				delete(c.warned, k)
+			}
+		}
+		c.warned[key] = now
+	}
+	c.mu.Unlock()
+	if due {
+		c.recorder.Eventf(np, nil, corev1.EventTypeWarning, ReasonInvalidAnnotation, "Expire", "%s", pr.message)
+	}
+}
+
+// nodePoolOf returns the NodePool named by the NodeClaim's karpenter.sh/nodepool label, or nil
+// when there is no label or no such NodePool.
+func (c *Controller) nodePoolOf(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodePool, error) {
+	name := nc.Labels[karpv1.NodePoolLabelKey]
+	if name == "" {
+		return nil, nil
+	}
+	np := &karpv1.NodePool{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, np); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get nodepool %s of nodeclaim %s: %w", name, nc.Name, err)
+	}
+	return np, nil
+}
+
+// SetupWithManager registers the controller with mgr. It watches NodeClaims, and NodePools whose
+// annotations change (or that come or go), which enqueue their NodeClaims.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&karpv1.NodeClaim{}).
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsOfNodePool),
+			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
+		Complete(c)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
+	}
+	return nil
+}
+
+// nodeClaimsOfNodePool maps a NodePool to reconcile requests for the NodeClaims labelled with it.
+func (c *Controller) nodeClaimsOfNodePool(ctx context.Context, o client.Object) []reconcile.Request {
+	var ncs karpv1.NodeClaimList
+	if err := c.kube.List(ctx, &ncs, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "map nodepool to nodeclaims", "nodepool", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(ncs.Items))
+	for i := range ncs.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs.Items[i])})
+	}
+	return reqs
+}
