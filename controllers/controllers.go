@@ -1,6 +1,6 @@
 // Package controllers is the one place that wires Joiner's controllers into a manager: the
 // NodeClaim lifecycle, termination, garbage collection and NodePool status (the node lifecycle),
-// the provisioner, disruption, expiration, static NodePools, the pod metrics, policy sync and the audit, and the controllers the cloud
+// the provisioner, disruption, drift, expiration, static NodePools, the pod metrics, policy sync and the audit, and the controllers the cloud
 // provider brings. The
 // behaviour lives in the subpackages; this package only constructs them from one Dependencies
 // value and registers them. It must not hold controller logic of its own.
@@ -26,10 +26,12 @@ import (
 	"github.com/joiner-dev/joiner/controllers/audit"
 	"github.com/joiner-dev/joiner/controllers/consolidatable"
 	"github.com/joiner-dev/joiner/controllers/disruption"
+	"github.com/joiner-dev/joiner/controllers/drift"
 	"github.com/joiner-dev/joiner/controllers/expiration"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/nodepoolhash"
 	"github.com/joiner-dev/joiner/controllers/podevents"
 	"github.com/joiner-dev/joiner/controllers/podmetrics"
 	"github.com/joiner-dev/joiner/controllers/policysync"
@@ -81,7 +83,7 @@ type Dependencies struct {
 }
 
 // Register wires every controller Joiner runs into mgr: the node lifecycle (RegisterNodeLifecycle),
-// the provisioner, disruption, expiration, static NodePools, the pod metrics, policy sync with the inventory mirrors, the audit, and the
+// the provisioner, disruption, drift, expiration, static NodePools, the pod metrics, policy sync with the inventory mirrors, the audit, and the
 // provider's own controllers. It also adds the "policies" readiness check, which holds until
 // every policy is compiled.
 func Register(mgr ctrl.Manager, deps Dependencies) error {
@@ -121,6 +123,17 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 	}
 	if err := consolidatable.NewController(mgr.GetClient(), deps.Clock, consolidatable.Options{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("register the Consolidatable condition: %w", err)
+	}
+	// Drift: the NodePool template hash, and the Drifted condition disruption replaces nodes by.
+	if err := nodepoolhash.NewController(mgr.GetClient(), nodepoolhash.Options{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register the NodePool hash: %w", err)
+	}
+	dr, err := drift.NewController(mgr.GetClient(), cpmetrics.ForController(deps.CloudProvider, drift.ControllerName), deps.Clock, deps.Registerer, drift.Options{})
+	if err != nil {
+		return fmt.Errorf("register drift: %w", err)
+	}
+	if err := dr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register drift: %w", err)
 	}
 	exp, err := expiration.NewController(mgr.GetClient(), deps.Clock, mgr.GetEventRecorder(expiration.ControllerName), deps.Registerer, deps.Options.Expiration)
 	if err != nil {

@@ -32,6 +32,7 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 		"karpenter_cloudprovider_errors_total counter {controller,error,method,provider}",
 		"karpenter_nodeclaims_created_total counter {min_values_relaxed,nodepool,reason}",
 		"karpenter_nodeclaims_disrupted_total counter {capacity_type,nodepool,reason}",
+		"karpenter_nodeclaims_drifted_total counter {nodepool,type}",
 		"karpenter_nodeclaims_terminated_total counter {capacity_type,nodepool,zone}",
 		"karpenter_nodeclaims_termination_duration_seconds histogram {nodepool}",
 		"karpenter_nodepools_allowed_disruptions gauge {nodepool,reason}",

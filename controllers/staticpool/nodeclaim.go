@@ -4,15 +4,14 @@ import (
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
 
 // NodeClaim returns a plain template NodeClaim of the NodePool, ready to create: generateName
 // "<pool>-"; the template's labels plus karpenter.sh/nodepool; the template's annotations plus the
-// NodePool's karpenter.sh/nodepool-hash and karpenter.sh/nodepool-hash-version when it has them
-// (so that static drift can compare); the template's spec (taints, startup taints, requirements,
+// template's karpenter.sh/nodepool-hash and karpenter.sh/nodepool-hash-version (so that static
+// drift can compare); the template's spec (taints, startup taints, requirements,
 // nodeClassRef, terminationGracePeriod, expireAfter) without resource requests; and an owner
 // reference to the NodePool that blocks its deletion, so that deleting the NodePool removes it.
 //
@@ -24,26 +23,17 @@ func NodeClaim(np *karpv1.NodePool) *karpv1.NodeClaim {
 	maps.Copy(labels, tmpl.Labels)
 	labels[karpv1.NodePoolLabelKey] = np.Name
 	annotations := tmpl.Annotations
-	for _, key := range []string{karpv1.NodePoolHashAnnotationKey, karpv1.NodePoolHashVersionAnnotationKey} {
-		if v, ok := np.Annotations[key]; ok {
-			if annotations == nil {
-				annotations = map[string]string{}
-			}
-			annotations[key] = v
-		}
+	if annotations == nil {
+		annotations = map[string]string{}
 	}
+	annotations[karpv1.NodePoolHashAnnotationKey] = np.Hash()
+	annotations[karpv1.NodePoolHashVersionAnnotationKey] = karpv1.NodePoolHashVersion
 	return &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: np.Name + "-",
-			Labels:       labels,
-			Annotations:  annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         karpv1.GroupVersion.String(),
-				Kind:               "NodePool",
-				Name:               np.Name,
-				UID:                np.UID,
-				BlockOwnerDeletion: ptr.To(true),
-			}},
+			GenerateName:    np.Name + "-",
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{np.OwnerReference()},
 		},
 		Spec: tmpl.Spec.NodeClaimSpec(),
 	}

@@ -60,23 +60,24 @@ func TestScaleDownOrder(t *testing.T) {
 }
 
 func TestNodeClaimSharesNothingWithTheNodePool(t *testing.T) {
+	// The NodeClaim carries the template's own hash, whatever stale stamp the NodePool has.
 	cases := []struct {
 		name            string
 		poolAnnotations map[string]string
 		tmplAnnotations map[string]string
 		want            map[string]string
 	}{
-		{name: "no annotations", want: nil},
+		{name: "no annotations", want: map[string]string{karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion}},
 		{
-			name:            "hash without template annotations",
+			name:            "a stale hash on the NodePool",
 			poolAnnotations: map[string]string{karpv1.NodePoolHashAnnotationKey: "1", "example.com/x": "y"},
-			want:            map[string]string{karpv1.NodePoolHashAnnotationKey: "1"},
+			want:            map[string]string{karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion},
 		},
 		{
-			name:            "template annotations and both hash annotations",
+			name:            "template annotations",
 			poolAnnotations: map[string]string{karpv1.NodePoolHashAnnotationKey: "1", karpv1.NodePoolHashVersionAnnotationKey: "v3"},
 			tmplAnnotations: map[string]string{"example.com/a": "b"},
-			want:            map[string]string{"example.com/a": "b", karpv1.NodePoolHashAnnotationKey: "1", karpv1.NodePoolHashVersionAnnotationKey: "v3"},
+			want:            map[string]string{"example.com/a": "b", karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion},
 		},
 	}
 	for _, tc := range cases {
@@ -86,7 +87,8 @@ func TestNodeClaimSharesNothingWithTheNodePool(t *testing.T) {
 			np.Spec.Template.Labels = map[string]string{"example.com/team": "a"}
 			np.Spec.Template.Spec.Taints = []karpv1.Taint{{Key: "k", Effect: "NoSchedule"}}
 			nc := NodeClaim(np)
-			if len(nc.Annotations) != len(tc.want) || (tc.want == nil) != (nc.Annotations == nil) {
+			tc.want[karpv1.NodePoolHashAnnotationKey] = np.Hash()
+			if len(nc.Annotations) != len(tc.want) {
 				t.Fatalf("annotations %v, want %v", nc.Annotations, tc.want)
 			}
 			for k, v := range tc.want {

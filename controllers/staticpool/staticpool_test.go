@@ -197,7 +197,7 @@ func checkTemplateNodeClaim(t *testing.T, np *karpv1.NodePool, nc *karpv1.NodeCl
 	}
 	wantAnnotations := map[string]string{
 		"example.com/owner":                     "payments",
-		karpv1.NodePoolHashAnnotationKey:        "1234567890",
+		karpv1.NodePoolHashAnnotationKey:        np.Hash(),
 		karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion,
 	}
 	if !equality.Semantic.DeepEqual(nc.Annotations, wantAnnotations) {

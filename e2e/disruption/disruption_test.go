@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,12 +31,7 @@ const consolidateAfter = 5 * time.Second
 // mutate.
 func pool(t *testing.T, name string, mutate func(*karpv1.NodePool)) *karpv1.NodePool {
 	t.Helper()
-	return cluster.NodePool(t, name, []karpv1.NodeSelectorRequirementWithMinValues{
-		framework.Req(awsv1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "c"),
-		framework.Req(awsv1.LabelInstanceCPU, corev1.NodeSelectorOpIn, "4"),
-		framework.Req(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand),
-		framework.Req(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"),
-	}, func(np *karpv1.NodePool) {
+	return cluster.NodePool(t, name, framework.OnDemandC("4"), func(np *karpv1.NodePool) {
 		np.Spec.Disruption.ConsolidateAfter = karpv1.NewNillableDuration(consolidateAfter)
 		np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "100%"}}
@@ -46,86 +39,6 @@ func pool(t *testing.T, name string, mutate func(*karpv1.NodePool)) *karpv1.Node
 			mutate(np)
 		}
 	})
-}
-
-func scale(t *testing.T, name string, replicas int32) {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	ctx := context.Background()
-	if err := cluster.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, d); err != nil {
-		t.Fatalf("get Deployment %s: %v", name, err)
-	}
-	orig := d.DeepCopy()
-	d.Spec.Replicas = &replicas
-	if err := cluster.Client.Patch(ctx, d, client.MergeFrom(orig)); err != nil {
-		t.Fatalf("scale Deployment %s: %v", name, err)
-	}
-}
-
-// live returns the NodeClaims of the pool that are not being deleted.
-func live(claims []karpv1.NodeClaim) []karpv1.NodeClaim {
-	return slices.DeleteFunc(claims, func(nc karpv1.NodeClaim) bool { return nc.DeletionTimestamp != nil })
-}
-
-// disrupting counts the pool's NodeClaims that a disruption holds or that are being deleted.
-func disrupting(claims []karpv1.NodeClaim) int {
-	n := 0
-	for _, nc := range claims {
-		if nc.DeletionTimestamp != nil || nc.Annotations[planner.CommandAnnotationKey] != "" {
-			n++
-		}
-	}
-	return n
-}
-
-// sampler runs check every 200 ms until stopped and keeps the first failure.
-type sampler struct {
-	stop    chan struct{}
-	done    sync.WaitGroup
-	mu      sync.Mutex
-	failure string
-	samples int
-}
-
-func sample(check func(ctx context.Context) string) *sampler {
-	s := &sampler{stop: make(chan struct{})}
-	s.done.Add(1)
-	go func() {
-		defer s.done.Done()
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			msg := check(ctx)
-			cancel()
-			s.mu.Lock()
-			s.samples++
-			if msg != "" && s.failure == "" {
-				s.failure = msg
-			}
-			s.mu.Unlock()
-		}
-	}()
-	return s
-}
-
-// finish stops the sampler and fails the test on a recorded failure.
-func (s *sampler) finish(t *testing.T, what string) {
-	t.Helper()
-	close(s.stop)
-	s.done.Wait()
-	if s.failure != "" {
-		t.Fatalf("%s: %s", what, s.failure)
-	}
-	if s.samples == 0 {
-		t.Fatalf("%s: never sampled", what)
-	}
-	t.Logf("%s held over %d samples", what, s.samples)
 }
 
 // nodeNames returns the names of the NodeClaims' Nodes, sorted.
@@ -143,10 +56,10 @@ func TestEmptyNodesGoAway(t *testing.T) {
 	pool(t, name, nil)
 	cluster.Deployment(t, name, name, 6, "1500m", nil)
 	cluster.WaitRunning(t, name, 6, 2*time.Minute)
-	if n := len(live(cluster.NodeClaims(t, name))); n < 3 {
+	if n := len(framework.Live(cluster.NodeClaims(t, name))); n < 3 {
 		t.Fatalf("6 pods of 1.5 CPU on 4-vCPU nodes should take at least 3 nodes, got %d", n)
 	}
-	scale(t, name, 0)
+	cluster.Scale(t, name, 0)
 	start := time.Now()
 	framework.Eventually(t, consolidateAfter+30*time.Second, "every NodeClaim and Node of the pool to be gone", func(ctx context.Context) (bool, error) {
 		if len(cluster.NodeClaims(t, name)) > 0 {
@@ -170,7 +83,7 @@ func TestUnderutilizedNodesAreRepackedWithinPDBs(t *testing.T) {
 	cluster.Deployment(t, filler, name, 10, "1500m", nil)
 	cluster.WaitRunning(t, name, 10, 2*time.Minute)
 	cluster.WaitRunning(t, filler, 10, 2*time.Minute)
-	before := len(live(cluster.NodeClaims(t, name)))
+	before := len(framework.Live(cluster.NodeClaims(t, name)))
 	if before < 10 {
 		t.Fatalf("20 pods of 1.5 CPU should take 10 nodes, got %d", before)
 	}
@@ -185,7 +98,7 @@ func TestUnderutilizedNodesAreRepackedWithinPDBs(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), pdb) })
 	// The PDB allows one pod of the app to be unavailable: sample that at most one is not
 	// Running and Ready at any time while the nodes are repacked.
-	held := sample(func(ctx context.Context) string {
+	held := framework.Sample(func(ctx context.Context) string {
 		pods := &corev1.PodList{}
 		if err := cluster.Client.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": name}); err != nil {
 			return ""
@@ -201,12 +114,12 @@ func TestUnderutilizedNodesAreRepackedWithinPDBs(t *testing.T) {
 		}
 		return ""
 	})
-	scale(t, filler, 0)
+	cluster.Scale(t, filler, 0)
 	framework.Eventually(t, 4*time.Minute, "the pool to be repacked onto 5 nodes", func(ctx context.Context) (bool, error) {
 		claims := cluster.NodeClaims(t, name)
-		return len(claims) <= 5 && disrupting(claims) == 0, nil
+		return len(claims) <= 5 && framework.Disrupting(claims) == 0, nil
 	})
-	held.finish(t, "PodDisruptionBudget")
+	held.Finish(t, "PodDisruptionBudget")
 	cluster.WaitRunning(t, name, 10, time.Minute)
 	t.Logf("repacked from %d to %d nodes", before, len(cluster.NodeClaims(t, name)))
 }
@@ -225,21 +138,21 @@ func TestBudgetOfOneNodeIsNeverExceeded(t *testing.T) {
 	pool(t, name, func(np *karpv1.NodePool) { np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}} })
 	cluster.Deployment(t, name, name, 6, "3", nil)
 	cluster.WaitRunning(t, name, 6, 2*time.Minute)
-	held := sample(func(ctx context.Context) string {
+	held := framework.Sample(func(ctx context.Context) string {
 		list := &karpv1.NodeClaimList{}
 		if err := cluster.Client.List(ctx, list, client.MatchingLabels{karpv1.NodePoolLabelKey: name}); err != nil {
 			return ""
 		}
-		if n := disrupting(list.Items); n > 1 {
+		if n := framework.Disrupting(list.Items); n > 1 {
 			return fmt.Sprintf("%d nodes disrupting at once with a budget of 1", n)
 		}
 		return ""
 	})
-	scale(t, name, 0)
+	cluster.Scale(t, name, 0)
 	framework.Eventually(t, 3*time.Minute, "the pool's 6 empty nodes to be removed one at a time", func(ctx context.Context) (bool, error) {
 		return len(cluster.NodeClaims(t, name)) == 0, nil
 	})
-	held.finish(t, "budget nodes: 1")
+	held.Finish(t, "budget nodes: 1")
 }
 
 func TestBudgetScheduleBlocksOnlyInsideItsWindow(t *testing.T) {
@@ -250,13 +163,13 @@ func TestBudgetScheduleBlocksOnlyInsideItsWindow(t *testing.T) {
 	})
 	cluster.Deployment(t, name, name, 2, "3", nil)
 	cluster.WaitRunning(t, name, 2, 2*time.Minute)
-	scale(t, name, 0)
+	cluster.Scale(t, name, 0)
 	// Inside the window nothing may go: watch well past consolidateAfter and validation.
 	deadline := time.Now().Add(consolidateAfter + validationDelay + 10*time.Second)
 	for time.Now().Before(deadline) {
 		claims := cluster.NodeClaims(t, name)
-		if len(claims) != 2 || disrupting(claims) != 0 {
-			t.Fatalf("a budget of 0 inside its window let nodes go: %d NodeClaims, %d disrupting", len(claims), disrupting(claims))
+		if len(claims) != 2 || framework.Disrupting(claims) != 0 {
+			t.Fatalf("a budget of 0 inside its window let nodes go: %d NodeClaims, %d disrupting", len(claims), framework.Disrupting(claims))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -302,7 +215,7 @@ func TestDoNotDisruptKeepsNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Empty the plain pods' nodes: the unprotected one goes, the annotated one stays.
-	scale(t, name+"-plain", 0)
+	cluster.Scale(t, name+"-plain", 0)
 	framework.Eventually(t, time.Minute, "the unprotected empty node to go", func(ctx context.Context) (bool, error) {
 		err := cluster.Client.Get(ctx, types.NamespacedName{Name: otherNode}, &corev1.Node{})
 		return client.IgnoreNotFound(err) == nil && err != nil, nil
@@ -321,7 +234,7 @@ func TestDoNotDisruptKeepsNodes(t *testing.T) {
 		t.Fatalf("the do-not-disrupt pod was moved")
 	}
 	claim := nodeClaimOf(t, protectedNode)
-	if !eventHas(t, claim.Name, "DisruptionBlocked", "do-not-disrupt") {
+	if !cluster.HasEvent(t, claim.Name, "DisruptionBlocked", "do-not-disrupt") {
 		t.Errorf("no DisruptionBlocked event naming do-not-disrupt on NodeClaim %s", claim.Name)
 	}
 }
@@ -358,25 +271,6 @@ func nodeClaimOf(t *testing.T, node string) karpv1.NodeClaim {
 	return karpv1.NodeClaim{}
 }
 
-func eventHas(t *testing.T, regarding, reason, text string) bool {
-	t.Helper()
-	var found bool
-	framework.Eventually(t, 30*time.Second, reason+" event on "+regarding, func(ctx context.Context) (bool, error) {
-		events := &corev1.EventList{}
-		if err := cluster.Client.List(ctx, events); err != nil {
-			return false, nil
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == regarding && e.Reason == reason && strings.Contains(e.Message, text) {
-				found = true
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
-}
-
 // TestRestartInTheMiddleOfAReplace stops Joiner while a replace is under way and starts it again:
 // the command is resumed or rolled back, no instance is left without a NodeClaim, no node keeps a
 // stale taint, and the candidate goes only through a drain.
@@ -395,11 +289,11 @@ func TestRestartInTheMiddleOfAReplace(t *testing.T) {
 	// the node is oversized and a 4-vCPU node replaces it.
 	cluster.Deployment(t, name, name, 5, "3", nil)
 	cluster.WaitRunning(t, name, 5, 2*time.Minute)
-	big := live(cluster.NodeClaims(t, name))
+	big := framework.Live(cluster.NodeClaims(t, name))
 	if len(big) != 1 {
 		t.Fatalf("want one 16-vCPU node for five 3-CPU pods, got %d NodeClaims", len(big))
 	}
-	scale(t, name, 1)
+	cluster.Scale(t, name, 1)
 	current := &karpv1.NodePool{}
 	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(np), current); err != nil {
 		t.Fatal(err)
@@ -429,7 +323,7 @@ func TestRestartInTheMiddleOfAReplace(t *testing.T) {
 	}
 	framework.Eventually(t, 2*time.Minute, "the replace to finish: one small node, no command left", func(ctx context.Context) (bool, error) {
 		claims := cluster.NodeClaims(t, name)
-		if len(claims) != 1 || disrupting(claims) != 0 {
+		if len(claims) != 1 || framework.Disrupting(claims) != 0 {
 			return false, nil
 		}
 		return claims[0].Name != big[0].Name && meta.IsStatusConditionTrue(claims[0].Status.Conditions, karpv1.ConditionTypeInitialized), nil
@@ -453,7 +347,7 @@ func TestRestartInTheMiddleOfAReplace(t *testing.T) {
 		}
 	}
 	// The old node went through termination's drain.
-	if !eventHas(t, big[0].Name, "DisruptionTerminating", "Underutilized") {
+	if !cluster.HasEvent(t, big[0].Name, "DisruptionTerminating", "Underutilized") {
 		t.Errorf("the replaced NodeClaim %s was not disrupted through the queue", big[0].Name)
 	}
 }

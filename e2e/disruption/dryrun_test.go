@@ -27,7 +27,7 @@ func TestDryRunExplainsNodesLeftAlone(t *testing.T) {
 	pool(t, name, func(np *karpv1.NodePool) { np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "0"}} })
 	cluster.Deployment(t, name, name, 2, "3", nil)
 	cluster.WaitRunning(t, name, 2, 2*time.Minute)
-	scale(t, name, 0)
+	cluster.Scale(t, name, 0)
 	framework.Eventually(t, time.Minute, "both empty nodes to be Consolidatable", func(ctx context.Context) (bool, error) {
 		claims := cluster.NodeClaims(t, name)
 		for _, nc := range claims {
@@ -79,7 +79,7 @@ func TestDryRunExplainsNodesLeftAlone(t *testing.T) {
 		if !strings.Contains(text.String(), nc.Status.NodeName) {
 			t.Errorf("the text plan does not name node %s:\n%s", nc.Status.NodeName, text.String())
 		}
-		if !eventHas(t, nc.Name, planner.ReasonDisruptionBlocked, why) {
+		if !cluster.HasEvent(t, nc.Name, planner.ReasonDisruptionBlocked, why) {
 			t.Errorf("no DisruptionBlocked event with the dry run's reason on NodeClaim %s", nc.Name)
 		}
 	}

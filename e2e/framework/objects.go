@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
@@ -43,8 +45,8 @@ func (c *Cluster) EnsureNodeClass(t *testing.T) {
 	}
 }
 
-// NodePool creates a NodePool on the e2e node class and, when the test ends, deletes its
-// NodeClaims (which drains and terminates their nodes), waits for them to go, and deletes it.
+// NodePool creates a NodePool on the e2e node class and, when the test ends, deletes it and waits
+// until its NodeClaims (owned by it) are gone too.
 func (c *Cluster) NodePool(t *testing.T, name string, reqs []karpv1.NodeSelectorRequirementWithMinValues, mutate func(*karpv1.NodePool)) *karpv1.NodePool {
 	t.Helper()
 	c.EnsureNodeClass(t)
@@ -64,9 +66,10 @@ func (c *Cluster) NodePool(t *testing.T, name string, reqs []karpv1.NodeSelector
 		t.Fatalf("create NodePool %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := c.Client.DeleteAllOf(ctx, &karpv1.NodeClaim{}, client.MatchingLabels{karpv1.NodePoolLabelKey: name}); err != nil {
-			t.Errorf("delete NodeClaims of %s: %v", name, err)
+		// Deleting the NodePool is all it takes: its NodeClaims are owned by it, so the garbage
+		// collector deletes them and termination drains their nodes.
+		if err := c.Client.Delete(context.Background(), np); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete NodePool %s: %v", name, err)
 		}
 		Eventually(t, 90*time.Second, "NodeClaims of "+name+" to be gone", func(ctx context.Context) (bool, error) {
 			list := &karpv1.NodeClaimList{}
@@ -75,9 +78,6 @@ func (c *Cluster) NodePool(t *testing.T, name string, reqs []karpv1.NodeSelector
 			}
 			return len(list.Items) == 0, nil
 		})
-		if err := c.Client.Delete(ctx, np); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete NodePool %s: %v", name, err)
-		}
 	})
 	return np
 }
@@ -163,4 +163,73 @@ func (c *Cluster) NodeClaims(t *testing.T, pool string) []karpv1.NodeClaim {
 		t.Fatalf("list NodeClaims: %v", err)
 	}
 	return list.Items
+}
+
+// Scale sets the replicas of the Deployment name in "default".
+func (c *Cluster) Scale(t *testing.T, name string, replicas int32) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	ctx := context.Background()
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, d); err != nil {
+		t.Fatalf("get Deployment %s: %v", name, err)
+	}
+	orig := d.DeepCopy()
+	d.Spec.Replicas = &replicas
+	if err := c.Client.Patch(ctx, d, client.MergeFrom(orig)); err != nil {
+		t.Fatalf("scale Deployment %s: %v", name, err)
+	}
+}
+
+// Live returns the NodeClaims that are not being deleted.
+func Live(claims []karpv1.NodeClaim) []karpv1.NodeClaim {
+	var out []karpv1.NodeClaim
+	for _, nc := range claims {
+		if nc.DeletionTimestamp == nil {
+			out = append(out, nc)
+		}
+	}
+	return out
+}
+
+// Disrupting counts the NodeClaims a disruption holds or that are being deleted.
+func Disrupting(claims []karpv1.NodeClaim) int {
+	n := 0
+	for _, nc := range claims {
+		if nc.DeletionTimestamp != nil || nc.Annotations[karpv1.DisruptionCommandAnnotationKey] != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// HasEvent waits up to 30 s for an Event on the object named regarding with the reason and a
+// message containing text, and reports whether one came.
+func (c *Cluster) HasEvent(t *testing.T, regarding, reason, text string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := c.Client.List(ctx, events); err != nil {
+			return false, nil
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == regarding && e.Reason == reason && strings.Contains(e.Message, text) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return err == nil
+}
+
+// OnDemandC returns requirements for on-demand, amd64, c-family nodes of the given vCPU counts
+// (for example "4", so that a 1.5-CPU pod takes about half a node).
+func OnDemandC(cpus ...string) []karpv1.NodeSelectorRequirementWithMinValues {
+	return []karpv1.NodeSelectorRequirementWithMinValues{
+		Req(awsv1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "c"),
+		Req(awsv1.LabelInstanceCPU, corev1.NodeSelectorOpIn, cpus...),
+		Req(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand),
+		Req(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"),
+	}
 }

@@ -112,7 +112,9 @@ func withinLimited(l *limits, c, ceiling *vec) bool {
 
 // NodeClaim returns the NodeClaim to create for the plan: named after its NodePool
 // (generateName), with the template's labels, annotations, taints, startup taints, node class,
-// expiry and termination grace period, the plan's requirements (hostname left out) and requests.
+// expiry and termination grace period, the template's hash annotations (karpenter.sh/nodepool-hash
+// and karpenter.sh/nodepool-hash-version), an owner reference to the NodePool (deleting the
+// NodePool deletes its NodeClaims), the plan's requirements (hostname left out) and requests.
 func (p *NodeClaimPlan) NodeClaim() *karpv1.NodeClaim {
 	tmpl := &p.NodePool.Spec.Template
 	labels := map[string]string{}
@@ -127,17 +129,25 @@ func (p *NodeClaimPlan) NodeClaim() *karpv1.NodeClaim {
 	if len(tmpl.Annotations) > 0 {
 		annotations = maps.Clone(tmpl.Annotations)
 	}
-	if p.MinValuesRelaxed {
+	set := func(key, value string) {
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey] = "true"
+		annotations[key] = value
 	}
+	if p.MinValuesRelaxed {
+		set(karpv1.NodeClaimMinValuesRelaxedAnnotationKey, "true")
+	}
+	// The hash of the template it is built from, and the hash scheme's version: static drift
+	// compares them with the NodePool's.
+	set(karpv1.NodePoolHashAnnotationKey, p.NodePool.Hash())
+	set(karpv1.NodePoolHashVersionAnnotationKey, karpv1.NodePoolHashVersion)
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: p.NodePool.Name + "-",
-			Labels:       labels,
-			Annotations:  annotations,
+			GenerateName:    p.NodePool.Name + "-",
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{p.NodePool.OwnerReference()},
 		},
 		Spec: karpv1.NodeClaimSpec{
 			Taints:                 tmpl.Spec.Taints,

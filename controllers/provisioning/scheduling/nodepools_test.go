@@ -197,6 +197,9 @@ func TestNodeClaimFromPlan(t *testing.T) {
 	np := newNodePool("team-a", poolLabels("team", "a"), poolTaints(gpu), poolStartupTaints(startup),
 		poolRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, "spot", "on-demand"))
 	np.Spec.Template.Annotations = map[string]string{"example.com/owner": "a"}
+	np.UID = "pool-uid"
+	// A stale stamp on the NodePool: the NodeClaim carries the hash of the template it is built from.
+	np.Annotations = map[string]string{karpv1.NodePoolHashAnnotationKey: "123", karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion, "example.com/pool-only": "x"}
 	pods := replicas(2, "web", "500m", withLabels("app", "web"), withSpread(karpv1.LabelTopologyZone, 1, corev1.DoNotSchedule, "app", "web"),
 		withTolerations(corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists}), withNodeSelector(karpv1.LabelTopologyZone, fake.Zone2))
 	r := solve(t, Input{Pods: pods, NodePools: []NodePool{pool(np)}})
@@ -204,8 +207,12 @@ func TestNodeClaimFromPlan(t *testing.T) {
 	if nc.GenerateName != "team-a-" || nc.Labels["team"] != "a" || nc.Labels[karpv1.NodePoolLabelKey] != "team-a" || nc.Labels[karpv1.LabelTopologyZone] != fake.Zone2 {
 		t.Errorf("metadata %+v", nc.ObjectMeta)
 	}
-	if nc.Annotations["example.com/owner"] != "a" {
-		t.Errorf("annotations %v", nc.Annotations)
+	if nc.Annotations["example.com/owner"] != "a" || nc.Annotations[karpv1.NodePoolHashAnnotationKey] != np.Hash() ||
+		nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] != karpv1.NodePoolHashVersion || nc.Annotations["example.com/pool-only"] != "" {
+		t.Errorf("annotations %v, want the template's and the template's hash annotations only", nc.Annotations)
+	}
+	if len(nc.OwnerReferences) != 1 || nc.OwnerReferences[0].Kind != "NodePool" || nc.OwnerReferences[0].Name != "team-a" || nc.OwnerReferences[0].UID != "pool-uid" {
+		t.Errorf("owner references %+v, want the NodePool", nc.OwnerReferences)
 	}
 	if len(nc.Spec.Taints) != 1 || len(nc.Spec.StartupTaints) != 1 || nc.Spec.NodeClassRef.Name != "default" {
 		t.Errorf("spec %+v", nc.Spec)

@@ -1,0 +1,282 @@
+// Package drift maintains the Drifted status condition of NodeClaims, as Karpenter v1.14 does
+// (nodeclaim/disruption/drift.go). A NodeClaim that is not Launched has no Drifted condition. A
+// launched one is Drifted=True, with the reason as both reason and message, on the first of:
+//
+//  1. NodePoolDrifted: its NodePool's template hash (package nodepoolhash) differs from the one
+//     it was built with, both stamped under the same hash version;
+//  2. RequirementsDrifted: its labels no longer satisfy the NodePool's requirements;
+//  3. the cloud provider's IsDrifted reason (for example a node class change).
+//
+// Otherwise the condition is removed (never False). Karpenter's InstanceTypeNotFound check is not
+// made. The package only writes that condition; the disruption controller replaces drifted nodes.
+package drift
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/controllers/nodepool"
+)
+
+// ControllerName is the name of the Drifted condition controller (logs, metrics).
+const ControllerName = "nodeclaim.drift"
+
+// DefaultRequeueInterval is how often a launched NodeClaim is checked again without a watched
+// change (Karpenter: 5 minutes). It is what picks up provider drift the watches miss.
+const DefaultRequeueInterval = 5 * time.Minute
+
+// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
+const DefaultMaxConcurrentReconciles = 10
+
+// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race runs
+// again.
+const conflictRetry = 100 * time.Millisecond
+
+// Options tune the Drifted condition controller. The zero value means the defaults.
+type Options struct {
+	// RequeueInterval is how often a launched NodeClaim is checked again without a change. Zero
+	// means DefaultRequeueInterval.
+	RequeueInterval time.Duration
+	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
+	// DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+	// NodeClassKinds are the node class kinds whose spec changes re-check the NodeClaims that
+	// reference them. Kinds the cluster does not serve are skipped at setup. Nil means
+	// nodepool.DefaultNodeClassKinds() (LocalNodeClass and EC2NodeClass); changes of other kinds
+	// are seen at the next requeue.
+	NodeClassKinds []schema.GroupVersionKind
+}
+
+func (o Options) withDefaults() Options {
+	if o.RequeueInterval <= 0 {
+		o.RequeueInterval = DefaultRequeueInterval
+	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.NodeClassKinds == nil {
+		o.NodeClassKinds = nodepool.DefaultNodeClassKinds()
+	}
+	return o
+}
+
+// Controller sets and removes the Drifted condition of NodeClaims.
+type Controller struct {
+	kube    client.Client
+	cloud   cloudprovider.CloudProvider
+	clock   clock.Clock
+	metrics *Metrics
+	opts    Options
+}
+
+// NewController returns the Drifted condition controller. kube should be a manager's cached
+// client; cloud answers step 3 (IsDrifted); reg receives karpenter_nodeclaims_drifted_total (nil
+// skips it). A nil clock means the real clock.
+func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, reg prometheus.Registerer, opts Options) (*Controller, error) {
+	if cloud == nil {
+		return nil, fmt.Errorf("new %s controller: a cloud provider is required", ControllerName)
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("new %s controller: %w", ControllerName, err)
+	}
+	return &Controller{kube: kube, cloud: cloud, clock: clk, metrics: m, opts: opts.withDefaults()}, nil
+}
+
+// Reconcile brings one NodeClaim's Drifted condition up to date. NodeClaims being deleted, and
+// NodeClaims without a NodePool, are left as they are.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &karpv1.NodeClaim{}
+	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get nodeclaim %s: %w", req.Name, err)
+	}
+	if !nc.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	np, err := c.nodePoolOf(ctx, nc)
+	if err != nil || np == nil {
+		return reconcile.Result{}, err
+	}
+	stored := nc.DeepCopy()
+	wasDrifted := isTrue(nc, karpv1.ConditionTypeDrifted)
+	// Launching sets Launched, which brings the NodeClaim back here: only launched NodeClaims
+	// need a periodic look.
+	launched := isTrue(nc, karpv1.ConditionTypeLaunched)
+	result := reconcile.Result{}
+	var reason cloudprovider.DriftReason
+	if launched {
+		result.RequeueAfter = c.opts.RequeueInterval
+		reason, err = c.driftReason(ctx, np, nc)
+		if err != nil {
+			if cloudprovider.IsNodeClaimNotFound(err) {
+				// The instance is gone; garbage collection and the lifecycle controller take it
+				// from here.
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, err
+		}
+	}
+	if reason != "" {
+		nc.SetCondition(c.clock.Now(), karpv1.ConditionTypeDrifted, metav1.ConditionTrue, string(reason), string(reason))
+	} else {
+		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeDrifted)
+	}
+	if equality.Semantic.DeepEqual(stored.Status, nc.Status) {
+		return result, nil
+	}
+	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return reconcile.Result{}, nil
+		case apierrors.IsConflict(err):
+			// Another writer (the lifecycle controller) changed the NodeClaim; judge it afresh.
+			log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "error", err.Error())
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		default:
+			return reconcile.Result{}, fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
+		}
+	}
+	switch {
+	case reason != "" && !wasDrifted:
+		log.FromContext(ctx).V(1).Info("marking drifted", "nodeclaim", nc.Name, "reason", string(reason))
+		c.metrics.drifted(nc, reason)
+	case reason != "":
+		log.FromContext(ctx).V(1).Info("drift reason changed", "nodeclaim", nc.Name, "reason", string(reason))
+	case !launched:
+		log.FromContext(ctx).V(1).Info("removing drifted status condition, not launched", "nodeclaim", nc.Name)
+	default:
+		log.FromContext(ctx).V(1).Info("removing drifted status condition, not drifted", "nodeclaim", nc.Name)
+	}
+	return result, nil
+}
+
+// driftReason returns why the launched NodeClaim drifted from its NodePool or node class, or ""
+// when it did not. The cheap checks come first; the provider is asked only when they find
+// nothing.
+func (c *Controller) driftReason(ctx context.Context, np *karpv1.NodePool, nc *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
+	if reason := staticDrift(np, nc); reason != "" {
+		return reason, nil
+	}
+	reason, err := requirementsDrift(np, nc)
+	if err != nil || reason != "" {
+		return reason, err
+	}
+	reason, err = c.cloud.IsDrifted(ctx, nc)
+	if err != nil {
+		return "", fmt.Errorf("check provider drift of nodeclaim %s: %w", nc.Name, err)
+	}
+	return reason, nil
+}
+
+// isTrue reports whether the NodeClaim's condition of the type is True.
+func isTrue(nc *karpv1.NodeClaim, conditionType string) bool {
+	c := nc.StatusCondition(conditionType)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// nodePoolOf returns the NodePool named by the NodeClaim's karpenter.sh/nodepool label, or nil
+// when there is no label or no such NodePool.
+func (c *Controller) nodePoolOf(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodePool, error) {
+	name := nc.Labels[karpv1.NodePoolLabelKey]
+	if name == "" {
+		return nil, nil
+	}
+	np := &karpv1.NodePool{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, np); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get nodepool %s of nodeclaim %s: %w", name, nc.Name, err)
+	}
+	return np, nil
+}
+
+// SetupWithManager registers the controller with mgr. It watches NodeClaims; NodePools whose
+// spec or annotations change (the hash controller writes the new hash after the spec changes),
+// which enqueue their NodeClaims; and the spec of the node classes of Options.NodeClassKinds the
+// cluster serves, which enqueue the NodeClaims that reference them.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&karpv1.NodeClaim{}).
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsOfNodePool),
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles})
+	logger := mgr.GetLogger().WithName(ControllerName)
+	for _, gvk := range c.opts.NodeClassKinds {
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				logger.Info("not watching node class kind the cluster does not serve", "kind", gvk.String())
+				continue
+			}
+			return fmt.Errorf("set up %s controller: resolve %s: %w", ControllerName, gvk, err)
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsOfNodeClass(gvk.GroupKind())),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	if err := b.Complete(c); err != nil {
+		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
+	}
+	return nil
+}
+
+// nodeClaimsOfNodePool maps a NodePool to reconcile requests for the NodeClaims labelled with it.
+func (c *Controller) nodeClaimsOfNodePool(ctx context.Context, o client.Object) []reconcile.Request {
+	var ncs karpv1.NodeClaimList
+	if err := c.kube.List(ctx, &ncs, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "map nodepool to nodeclaims", "nodepool", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(ncs.Items))
+	for i := range ncs.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs.Items[i])})
+	}
+	return reqs
+}
+
+// nodeClaimsOfNodeClass maps a node class of kind gk to the NodeClaims whose spec.nodeClassRef
+// names it.
+func (c *Controller) nodeClaimsOfNodeClass(gk schema.GroupKind) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var ncs karpv1.NodeClaimList
+		if err := c.kube.List(ctx, &ncs); err != nil {
+			log.FromContext(ctx).Error(err, "map node class to nodeclaims", "kind", gk.String(), "name", o.GetName())
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range ncs.Items {
+			ref := ncs.Items[i].Spec.NodeClassRef
+			if ref != nil && ref.GroupKind() == gk && ref.Name == o.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs.Items[i])})
+			}
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,17 @@
+package drift_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/joiner-dev/joiner/controllers/controllertest"
+	"github.com/joiner-dev/joiner/testbed"
+)
+
+// env is the control plane the package's tests share (apiserver only: the tests write the
+// NodeClaims' status themselves, as the lifecycle controller would).
+var env *controllertest.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(controllertest.Main(m, &env, testbed.Options{}))
+}
