@@ -23,18 +23,27 @@ const regoFile = "spec.rego"
 // json.match_schema and others that may fetch remote data or read the clock). A verdict must depend only on
 // the review, the parameters and the inventory, or the webhook, audit and offline CLI could disagree.
 //
+// allowedNetBuiltins are the net.* builtins policies may call despite the "net." prefix: they only compute
+// on CIDR strings given to them (subnet policies on node classes need them), and their results are no
+// larger than their arguments. The other net.* builtins stay forbidden: net.lookup_ip_addr queries DNS,
+// net.cidr_expand can allocate without bound (every address of a /8), and net.cidr_overlap is deprecated.
+//
 // print and trace stay allowed: they never change a result. The engine compiles policies with print
 // statements erased (no output in the webhook path) and RunTests in policy/offline enables them, so print
 // output shows up next to failing tests.
 var (
 	forbiddenBuiltinPrefixes = []string{"http.", "net.", "rand.", "uuid."}
 	forbiddenBuiltinNames    = []string{"opa.runtime", "time.now_ns"}
+	allowedNetBuiltins       = []string{"net.cidr_contains", "net.cidr_contains_matches", "net.cidr_intersects", "net.cidr_is_valid", "net.cidr_merge"}
 )
 
 // ForbiddenBuiltin reports whether a policy may not call the builtin name (such as "http.send").
 func ForbiddenBuiltin(name string) bool {
 	if slices.Contains(forbiddenBuiltinNames, name) {
 		return true
+	}
+	if slices.Contains(allowedNetBuiltins, name) {
+		return false
 	}
 	for _, p := range forbiddenBuiltinPrefixes {
 		if strings.HasPrefix(name, p) {
@@ -254,7 +263,7 @@ func regoError(err error) error {
 	for _, e := range errs {
 		msg := e.Message
 		if m := undefinedFunction.FindStringSubmatch(msg); m != nil && ForbiddenBuiltin(m[1]) {
-			msg = fmt.Sprintf("builtin %s is not allowed: policies may not call network, clock, random, UUID or runtime builtins (http.*, net.*, rand.*, uuid.*, time.now_ns, opa.runtime, or any OPA marks non-deterministic), so that the webhook, audit and offline check always agree; derive the value from input.review, input.parameters or data.inventory instead", m[1])
+			msg = fmt.Sprintf("builtin %s is not allowed: policies may not call network, clock, random, UUID or runtime builtins (http.*, net.* other than %s, rand.*, uuid.*, time.now_ns, opa.runtime, or any OPA marks non-deterministic), so that the webhook, audit and offline check always agree; derive the value from input.review, input.parameters or data.inventory instead", m[1], strings.Join(allowedNetBuiltins, ", "))
 		}
 		row, col := 0, 0
 		if e.Location != nil {

@@ -414,7 +414,8 @@ func TestForbiddenBuiltins(t *testing.T) {
 	}{
 		{"http.send", `http.send({"method": "GET", "url": "http://example.test"}).status_code == 200`},
 		{"net.lookup_ip_addr", `count(net.lookup_ip_addr("example.test")) > 0`},
-		{"net.cidr_contains", `net.cidr_contains("10.0.0.0/8", "10.0.0.1")`},
+		{"net.cidr_expand", `count(net.cidr_expand("10.0.0.0/8")) > 0`},
+		{"net.cidr_overlap", `net.cidr_overlap("10.0.0.0/8", "10.0.0.1")`},
 		{"rand.intn", `rand.intn("seed", 10) > 1`},
 		{"uuid.rfc4122", `uuid.rfc4122("seed") != ""`},
 		{"time.now_ns", `time.now_ns() > 0`},
@@ -442,6 +443,95 @@ func TestForbiddenBuiltins(t *testing.T) {
 		if policy.ForbiddenBuiltin(allowed) {
 			t.Errorf("ForbiddenBuiltin(%q) = true, want allowed", allowed)
 		}
+	}
+}
+
+// TestNetCIDRBuiltins: the pure net.cidr_* builtins are allowed, so subnet policies on node classes compile
+// and evaluate, while the net.* builtins that reach the network or allocate without bound stay forbidden.
+func TestNetCIDRBuiltins(t *testing.T) {
+	for _, name := range []string{"net.cidr_contains", "net.cidr_contains_matches", "net.cidr_intersects", "net.cidr_is_valid", "net.cidr_merge"} {
+		if policy.ForbiddenBuiltin(name) {
+			t.Errorf("ForbiddenBuiltin(%q) = true, want allowed", name)
+		}
+	}
+	subnets := policy.Policy{
+		Name:  "subnets-in-vpc",
+		Match: policy.Match{Kinds: []string{policy.KindEC2NodeClass}},
+		Rego: regoFor("test.subnets", `violation contains {"msg": msg, "field": "spec.subnetCIDRs"} if {
+	some cidr in input.review.object.spec.subnetCIDRs
+	not net.cidr_is_valid(cidr)
+	msg := sprintf("%s is not a CIDR", [cidr])
+}`, `violation contains {"msg": msg, "field": "spec.subnetCIDRs"} if {
+	some cidr in input.review.object.spec.subnetCIDRs
+	net.cidr_is_valid(cidr)
+	not net.cidr_contains(input.parameters.vpc, cidr)
+	msg := sprintf("%s is outside the VPC %s", [cidr, input.parameters.vpc])
+}`, `all_valid if {
+	every cidr in input.review.object.spec.subnetCIDRs {
+		net.cidr_is_valid(cidr)
+	}
+}`, `violation contains {"msg": "subnets overlap", "field": "spec.subnetCIDRs"} if {
+	all_valid
+	cidrs := input.review.object.spec.subnetCIDRs
+	some i, j
+	i < j
+	net.cidr_intersects(cidrs[i], cidrs[j])
+}`, `violation contains {"msg": sprintf("could be merged into %v", [merged])} if {
+	all_valid
+	merged := net.cidr_merge(input.review.object.spec.subnetCIDRs)
+	count(merged) < count(input.review.object.spec.subnetCIDRs)
+	count(net.cidr_contains_matches(input.parameters.vpc, merged)) == count(merged)
+}`),
+		Parameters: map[string]any{"vpc": "10.0.0.0/16"},
+	}
+	if err := policy.Validate(subnets); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	e := mustEngine(t, policy.Options{}, subnets)
+	class := func(cidrs ...any) map[string]any {
+		return map[string]any{"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": map[string]any{"name": "c"},
+			"spec": map[string]any{"subnetCIDRs": cidrs}}
+	}
+	tests := []struct {
+		name  string
+		cidrs []any
+		want  []string
+	}{
+		{"inside the VPC", []any{"10.0.1.0/24", "10.0.4.0/24"}, nil},
+		{"outside the VPC", []any{"10.0.1.0/24", "192.168.0.0/24"}, []string{"192.168.0.0/24 is outside the VPC 10.0.0.0/16"}},
+		{"not a CIDR", []any{"nope"}, []string{"nope is not a CIDR"}},
+		{"overlapping", []any{"10.0.0.0/23", "10.0.1.0/24"}, []string{"subnets overlap", `could be merged into {"10.0.0.0/23"}`}},
+		{"adjacent", []any{"10.0.2.0/24", "10.0.3.0/24"}, []string{`could be merged into {"10.0.2.0/23"}`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vs, err := e.Evaluate(context.Background(), mustReview(t, policy.OperationCreate, class(tc.cidrs...), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range vs {
+				if v.IsError() {
+					t.Fatalf("evaluation error: %s", v.String())
+				}
+				got = append(got, v.Message)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("violations %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	lookup := policy.Policy{Name: "dns", Rego: regoFor("test.dns", `violation contains {"msg": "x"} if {
+	net.cidr_contains("10.0.0.0/8", "10.0.0.1")
+	count(net.lookup_ip_addr("example.test")) > 0
+}`)}
+	err := policy.Validate(lookup)
+	if err == nil || !strings.Contains(err.Error(), "spec.rego:5:8: rego_type_error: builtin net.lookup_ip_addr is not allowed: policies may not call network") {
+		t.Fatalf("Validate = %v, want net.lookup_ip_addr refused", err)
+	}
+	if strings.Contains(err.Error(), "net.cidr_contains is not allowed") {
+		t.Errorf("Validate refused net.cidr_contains: %v", err)
 	}
 }
 

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestRun(t *testing.T) {
@@ -28,6 +31,14 @@ spec:
 	nodePool := func(limits string) string {
 		return "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n" + limits +
 			"  template:\n    spec:\n      nodeClassRef: {group: joiner.dev, kind: LocalNodeClass, name: default}\n      requirements: []\n"
+	}
+	folder := t.TempDir()
+	if err := os.WriteFile(filepath.Join(folder, "np.yaml"), []byte(nodePool("  limits: {cpu: \"10\"}\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(folder, "pipe.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		name       string
@@ -52,6 +63,20 @@ spec:
 			wantCode: 0, wantStdout: "0 deny"},
 		{name: "policy check json", args: []string{"policy", "check", "--policies", policies, "-o", "json", "-f", "-"}, stdin: nodePool(""),
 			wantCode: 1, wantStdout: `"policy": "needs-limit"`},
+		{name: "policy check help lists the input flags", args: []string{"policy", "check", "--help"},
+			wantStderr: "size limit of each input file and of standard input, such as 64Mi, 512Ki or 1Gi (default 64MiB)"},
+		{name: "policy check over max-file-size", args: []string{"policy", "check", "--policies", policies, "--max-file-size", "400", "-f", "-"}, stdin: nodePool("") + "# " + strings.Repeat("x", 400) + "\n",
+			wantCode: 1, wantStderr: "joiner policy check: load objects: read standard input: it holds more than 400B, over the limit of 400B on one input file; if it is meant to be read, raise the limit with --max-file-size"},
+		{name: "policy check max-file-size with a unit", args: []string{"policy", "check", "--policies", policies, "--max-file-size=10Mi", "-f", "-"}, stdin: nodePool(""),
+			wantCode: 1, wantStdout: "deny [needs-limit]"},
+		{name: "policy check bad max-file-size", args: []string{"policy", "check", "--policies", policies, "--max-file-size", "10Mx", "-f", "-"},
+			wantCode: 2, wantStderr: `invalid value "10Mx" for flag -max-file-size: size "10Mx": unknown unit "Mx"`},
+		{name: "policy check no objects", args: []string{"policy", "check", "--policies", policies, "-f", "-"}, stdin: "# only a comment\n",
+			wantCode: 1, wantStderr: "no Kubernetes objects found in standard input (holds no object); check the paths given with -f, or pass --allow-empty"},
+		{name: "policy check no objects allowed", args: []string{"policy", "check", "--policies", policies, "--allow-empty", "-f", "-"}, stdin: "# only a comment\n",
+			wantCode: 0, wantStdout: "checked 0 objects against 1 policies"},
+		{name: "policy check skips a FIFO in a folder", args: []string{"policy", "check", "--policies", policies, "-f", folder},
+			wantCode: 0, wantStdout: "checked 1 objects", wantStderr: "warning: skipped " + fifo + ": a named pipe (FIFO)"},
 		{name: "policy test library", args: []string{"policy", "test", "../../policy/library"}, wantStdout: "PASS"},
 		{name: "policy test needs a folder", args: []string{"policy", "test"}, wantCode: 1, wantStderr: "exactly one folder"},
 	}
@@ -69,5 +94,36 @@ spec:
 				t.Errorf("stderr lacks %q:\n%s", tt.wantStderr, stderr.String())
 			}
 		})
+	}
+}
+
+// TestPolicyCheckStopsWhenInterrupted: Ctrl-C or SIGTERM (which cancel the command's context, see main)
+// stop `joiner policy check` while it waits for standard input that never ends.
+func TestPolicyCheckStopsWhenInterrupted(t *testing.T) {
+	policies := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(policies, []byte("apiVersion: joiner.dev/v1alpha1\nkind: ProvisioningPolicy\nmetadata: {name: p}\nspec:\n  rego: |\n    package p\n    violation contains {\"msg\": \"x\"} if { false }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdin, w := io.Pipe()
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"policy", "check", "--policies", policies, "-f", "-"}, stdin, io.Discard, &stderr)
+	}()
+	// io.Pipe's Write returns once the command has read the bytes: it is reading standard input.
+	if _, err := io.WriteString(w, "apiVersion: v1\n"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(stderr.String(), "joiner policy check: load objects: read standard input: stopped: context canceled") {
+			t.Fatalf("exit code %d, stderr %q; want 1 and the read reported as stopped", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("joiner policy check still running 10s after its context was cancelled")
 	}
 }

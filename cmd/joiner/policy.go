@@ -15,10 +15,12 @@ import (
 
 const policyUsage = `Usage: joiner policy <check|test> [flags]
 
-  check   -f <file|dir|-> [-f ...] --policies <dir> [-o text|json]
+  check   -f <file|dir|-> [-f ...] --policies <dir> [-o text|json] [--max-file-size 64Mi] [--allow-empty]
           Evaluates the manifests against the ProvisioningPolicies in --policies with the same engine and
           messages as the admission webhooks. Exits 1 on a Deny violation or any error, 0 when there are
-          only Warn or DryRun results. Export a cluster's policies with
+          only Warn or DryRun results. Finding no objects at all is an error unless --allow-empty. Folders
+          are read for their regular files only (FIFOs, devices, sockets and broken links are reported and
+          skipped); a file named with -f may be a pipe. Export a cluster's policies with
           'kubectl get provisioningpolicies -o yaml > policies.yaml'.
   test    <dir> [--run regex] [-v]
           Runs the Rego test_ rules (*_test.rego) against the policies in <dir> with OPA's tester.
@@ -58,6 +60,9 @@ func runPolicyCheck(ctx context.Context, args []string, stdin io.Reader, stdout,
 	output := fs.String("o", offline.OutputText, "output format: text or json")
 	operation := fs.String("operation", string(policy.OperationCreate), "admission operation to evaluate as: CREATE or UPDATE")
 	timeout := fs.Duration("timeout", policy.DefaultEvalTimeout, "evaluation deadline per object")
+	maxFileSize := byteSize(offline.DefaultMaxFileSize)
+	fs.Var(&maxFileSize, "max-file-size", "size limit of each input file and of standard input, such as 64Mi, 512Ki or 1Gi")
+	allowEmpty := fs.Bool("allow-empty", false, "succeed when the inputs hold no objects at all (by default that is an error, so a wrong path fails)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
@@ -69,11 +74,26 @@ func runPolicyCheck(ctx context.Context, args []string, stdin io.Reader, stdout,
 	code, err := offline.RunCheck(ctx, offline.CheckConfig{
 		PolicyDir: *policies, ObjectPaths: files, Stdin: stdin, Output: *output,
 		Operation: policy.Operation(strings.ToUpper(*operation)), EvalTimeout: *timeout,
+		Load: offline.LoadOptions{MaxFileSize: int64(maxFileSize), Warnings: stderr, AllowEmpty: *allowEmpty},
 	}, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner policy check:", err)
 	}
 	return code
+}
+
+// byteSize is a size flag: a byte count with an optional binary unit (offline.ParseSize).
+type byteSize int64
+
+func (b *byteSize) String() string { return offline.FormatSize(int64(*b)) }
+
+func (b *byteSize) Set(v string) error {
+	n, err := offline.ParseSize(v)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
 }
 
 func runPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {

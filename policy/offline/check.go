@@ -180,11 +180,15 @@ type CheckConfig struct {
 	EvalTimeout time.Duration
 	// Logger receives engine logs; the zero value discards them.
 	Logger logr.Logger
+	// Load tunes how policies and objects are read: the size limit, where warnings about skipped folder
+	// entries go, and whether finding no objects is allowed.
+	Load LoadOptions
 }
 
 // RunCheck loads policies and objects, checks them and writes the report to w. It returns the process exit
 // code: 0 when clean or only Warn/DryRun violations were found, 1 on any Deny violation or error. A non-nil
-// error (bad flags, unreadable files, invalid policies) always comes with exit code 1 and no report.
+// error (bad flags, unreadable files, invalid policies, no objects found unless cfg.Load.AllowEmpty, ctx done
+// while reading) always comes with exit code 1 and no report.
 func RunCheck(ctx context.Context, cfg CheckConfig, w io.Writer) (int, error) {
 	switch cfg.Output {
 	case "", OutputText, OutputJSON:
@@ -194,11 +198,11 @@ func RunCheck(ctx context.Context, cfg CheckConfig, w io.Writer) (int, error) {
 	if len(cfg.ObjectPaths) == 0 {
 		return 1, errors.New("no objects to check; pass files, directories or - for standard input")
 	}
-	loaded, err := LoadPolicies(cfg.PolicyDir)
+	loaded, err := LoadPoliciesWithOptions(ctx, cfg.PolicyDir, cfg.Load)
 	if err != nil {
 		return 1, err
 	}
-	objects, err := LoadObjects(cfg.ObjectPaths, cfg.Stdin)
+	objects, err := LoadObjectsWithOptions(ctx, cfg.ObjectPaths, cfg.Stdin, cfg.Load)
 	if err != nil {
 		return 1, err
 	}

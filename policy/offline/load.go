@@ -6,15 +6,12 @@
 package offline
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -49,38 +46,30 @@ type document struct {
 // docSeparator matches a YAML document separator line.
 var docSeparator = regexp.MustCompile(`^---\s*(#.*)?$`)
 
-// splitDocuments splits a YAML stream on "---" lines, remembering where each document starts.
-func splitDocuments(name string, data []byte) ([]document, error) {
+// splitDocuments splits a YAML stream on "---" lines, remembering where each document starts. Documents
+// are slices of data; lines may be as long as data (only the file size is limited, by readInput).
+func splitDocuments(name string, data []byte) []document {
 	var docs []document
-	var cur bytes.Buffer
-	start, lineNo := 1, 0
-	flush := func() {
-		if !blankDocument(cur.Bytes()) {
-			docs = append(docs, document{line: start, text: bytes.Clone(cur.Bytes())})
+	start, startLine, lineNo, offset := 0, 1, 0, 0
+	flush := func(end int) {
+		if text := data[start:end]; !blankDocument(text) {
+			docs = append(docs, document{line: startLine, text: text})
 		}
-		cur.Reset()
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
-	for sc.Scan() {
+	for line := range bytes.Lines(data) {
 		lineNo++
-		line := sc.Text()
-		if docSeparator.MatchString(line) {
-			flush()
-			start = lineNo + 1
-			continue
+		end := offset + len(line)
+		if docSeparator.Match(bytes.TrimSuffix(line, []byte("\n"))) {
+			flush(offset)
+			start, startLine = end, lineNo+1
 		}
-		cur.WriteString(line)
-		cur.WriteByte('\n')
+		offset = end
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	flush()
+	flush(len(data))
 	for i := range docs {
 		docs[i].source = fmt.Sprintf("%s#%d", name, i+1)
 	}
-	return docs, nil
+	return docs
 }
 
 // blankDocument reports whether a document holds only whitespace and comments. Such documents are
@@ -111,25 +100,16 @@ func decodeDocument(d document) (any, error) {
 	return v, nil
 }
 
-// readDocuments reads every document of a file, or of stdin when path is "-".
-func readDocuments(path string, stdin io.Reader) ([]document, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		if stdin == nil {
-			return nil, errors.New("read -: no standard input available")
-		}
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(path)
-	}
+// readDocuments reads every document of one input (see readInput).
+func readDocuments(ctx context.Context, in input, stdin io.Reader, opts LoadOptions) ([]document, error) {
+	data, err := readInput(ctx, in, stdin, opts.maxFileSize())
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
-		return splitJSON(path, trimmed)
+		return splitJSON(in.path, trimmed)
 	}
-	return splitDocuments(path, data)
+	return splitDocuments(in.path, data), nil
 }
 
 // splitJSON splits a stream of JSON values (one object, an array of objects, or concatenated objects).
@@ -163,72 +143,99 @@ func splitJSON(name string, data []byte) ([]document, error) {
 	return docs, nil
 }
 
-// manifestFiles lists the YAML and JSON files under path (a file is returned as is), sorted.
-func manifestFiles(path string, exts ...string) ([]string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+// objectExts are the names of the files read from folders of objects, policyExts of policies.
+var (
+	objectExts = []string{".yaml", ".yml", ".json"}
+	policyExts = []string{".yaml", ".yml"}
+)
+
+// readAll lists and reads every input of paths, and calls each with every document read. Folder entries
+// that turn out not to be regular files once opened are reported to opts.Warnings and skipped. It returns
+// what was listed for each path, with listing.read set.
+func readAll(ctx context.Context, paths []string, stdin io.Reader, opts LoadOptions, exts []string, each func(document) error) ([]listing, error) {
+	listings := make([]listing, 0, len(paths))
+	for _, path := range paths {
+		l, err := listInputs(path, opts, exts...)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range l.files {
+			docs, err := readDocuments(ctx, in, stdin, opts)
+			var skipped *skippedError
+			if errors.As(err, &skipped) {
+				l.skipped++
+				opts.warnf("%v", err)
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			l.read++
+			for _, d := range docs {
+				if err := each(d); err != nil {
+					return nil, err
+				}
+			}
+		}
+		listings = append(listings, l)
 	}
-	if !info.IsDir() {
-		return []string{path}, nil
-	}
-	var files []string
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	return listings, nil
+}
+
+// LoadObjects reads objects as LoadObjectsWithOptions does with the default size limit, without
+// cancellation, and accepting input with no objects.
+func LoadObjects(paths []string, stdin io.Reader) ([]Object, error) {
+	return LoadObjectsWithOptions(context.Background(), paths, stdin, LoadOptions{AllowEmpty: true})
+}
+
+// LoadObjectsWithOptions reads Kubernetes objects from files, folders (recursively: the regular files named
+// *.yaml, *.yml and *.json) and "-" (stdin). Files may hold several YAML documents or JSON values; List
+// kinds (kubectl's List and typed lists such as NodePoolList) are flattened into their items. Empty
+// documents are skipped. Finding no object at all is an error naming what was read, unless
+// opts.AllowEmpty. Reads stop when ctx is done.
+func LoadObjectsWithOptions(ctx context.Context, paths []string, stdin io.Reader, opts LoadOptions) ([]Object, error) {
+	var out []Object
+	listings, err := readAll(ctx, paths, stdin, opts, objectExts, func(d document) error {
+		v, err := decodeDocument(d)
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			if p != path && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		for _, ext := range exts {
-			if strings.HasSuffix(d.Name(), ext) {
-				files = append(files, p)
-				break
-			}
-		}
-		return nil
+		objs, err := flatten(d.source, v)
+		out = append(out, objs...)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("walk %s: %w", path, err)
+		return nil, fmt.Errorf("load objects: %w", err)
 	}
-	return files, nil
-}
-
-// LoadObjects reads Kubernetes objects from files, directories (recursively: *.yaml, *.yml, *.json) and "-"
-// (stdin). Files may hold several YAML documents or JSON values; List kinds (kubectl's List and typed lists
-// such as NodePoolList) are flattened into their items. Empty documents are skipped.
-func LoadObjects(paths []string, stdin io.Reader) ([]Object, error) {
-	var out []Object
-	for _, path := range paths {
-		files := []string{path}
-		if path != "-" {
-			var err error
-			if files, err = manifestFiles(path, ".yaml", ".yml", ".json"); err != nil {
-				return nil, fmt.Errorf("load objects: %w", err)
-			}
-		}
-		for _, f := range files {
-			docs, err := readDocuments(f, stdin)
-			if err != nil {
-				return nil, fmt.Errorf("load objects: %w", err)
-			}
-			for _, d := range docs {
-				v, err := decodeDocument(d)
-				if err != nil {
-					return nil, fmt.Errorf("load objects: %w", err)
-				}
-				objs, err := flatten(d.source, v)
-				if err != nil {
-					return nil, fmt.Errorf("load objects: %w", err)
-				}
-				out = append(out, objs...)
-			}
-		}
+	if len(out) == 0 && !opts.AllowEmpty {
+		return nil, fmt.Errorf("load objects: %w", noObjects(listings))
 	}
 	return out, nil
+}
+
+// noObjects explains, for each path, why it gave no object.
+func noObjects(listings []listing) error {
+	parts := make([]string, len(listings))
+	for i, l := range listings {
+		var why string
+		switch {
+		case !l.folder:
+			why = "holds no object"
+		case l.read == 0:
+			why = "no regular *.yaml, *.yml or *.json file in it"
+		default:
+			why = fmt.Sprintf("%d files read, none holding an object", l.read)
+		}
+		if l.skipped > 0 {
+			why += fmt.Sprintf("; %d entries skipped, see the warnings", l.skipped)
+		}
+		name := displayName(l.path)
+		if l.folder {
+			name = "folder " + name
+		}
+		parts[i] = fmt.Sprintf("%s (%s)", name, why)
+	}
+	return fmt.Errorf("no Kubernetes objects found in %s; check the paths given with -f, or pass --allow-empty if finding no objects is expected", strings.Join(parts, ", "))
 }
 
 // flatten turns a decoded document into objects, expanding List kinds.
@@ -268,42 +275,43 @@ type LoadedPolicy struct {
 // regoBlock finds a `rego: |` (or `>`) block scalar header.
 var regoBlock = regexp.MustCompile(`^\s*rego:\s*[|>][-+0-9]*\s*(#.*)?$`)
 
-// LoadPolicies reads every ProvisioningPolicy in path (a file, or a directory walked recursively for *.yaml
-// and *.yml). Documents of other kinds are skipped. Each policy is validated exactly as the admission
-// webhook validates it; errors name the file, the document and the field. It fails when no policy is found.
+// LoadPolicies reads policies as LoadPoliciesWithOptions does with the default size limit and without
+// cancellation.
 func LoadPolicies(path string) ([]LoadedPolicy, error) {
-	files, err := manifestFiles(path, ".yaml", ".yml")
-	if err != nil {
-		return nil, fmt.Errorf("load policies: %w", err)
-	}
+	return LoadPoliciesWithOptions(context.Background(), path, LoadOptions{})
+}
+
+// LoadPoliciesWithOptions reads every ProvisioningPolicy in path (a file, or a folder walked recursively
+// for the regular files named *.yaml and *.yml). Documents of other kinds are skipped. Each policy is
+// validated exactly as the admission webhook validates it; errors name the file, the document and the
+// field. It fails when no policy is found, whatever opts.AllowEmpty says. Reads stop when ctx is done.
+func LoadPoliciesWithOptions(ctx context.Context, path string, opts LoadOptions) ([]LoadedPolicy, error) {
 	var out []LoadedPolicy
 	var errs []error
 	seen := map[string]string{}
-	for _, f := range files {
-		docs, err := readDocuments(f, nil)
+	_, err := readAll(ctx, []string{path}, nil, opts, policyExts, func(d document) error {
+		lp, ok, err := decodePolicy(d)
 		if err != nil {
-			return nil, fmt.Errorf("load policies: %w", err)
+			errs = append(errs, err)
+			return nil
 		}
-		for _, d := range docs {
-			lp, ok, err := decodePolicy(d)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if !ok {
-				continue
-			}
-			if prev, dup := seen[lp.Policy.Name]; dup {
-				errs = append(errs, fmt.Errorf("%s: policy %s is also defined in %s; policy names must be unique", lp.Source, lp.Policy.Name, prev))
-				continue
-			}
-			seen[lp.Policy.Name] = lp.Source
-			if err := policy.Validate(lp.Policy); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w%s", lp.Source, err, regoLineHint(lp.RegoLine)))
-				continue
-			}
-			out = append(out, lp)
+		if !ok {
+			return nil
 		}
+		if prev, dup := seen[lp.Policy.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: policy %s is also defined in %s; policy names must be unique", lp.Source, lp.Policy.Name, prev))
+			return nil
+		}
+		seen[lp.Policy.Name] = lp.Source
+		if err := policy.Validate(lp.Policy); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w%s", lp.Source, err, regoLineHint(lp.RegoLine)))
+			return nil
+		}
+		out = append(out, lp)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load policies: %w", err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("load policies: %w", err)

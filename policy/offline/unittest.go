@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -47,7 +46,7 @@ func RunTests(ctx context.Context, dir string, w io.Writer) error {
 // packages so tests can address each one. It returns *TestFailure when tests fail, and an error when there
 // is nothing to test or the Rego does not compile.
 func RunTestsWithOptions(ctx context.Context, dir string, w io.Writer, opts TestOptions) error {
-	loaded, err := LoadPolicies(dir)
+	loaded, err := LoadPoliciesWithOptions(ctx, dir, LoadOptions{})
 	if err != nil {
 		return fmt.Errorf("run tests: %w", err)
 	}
@@ -67,22 +66,22 @@ func RunTestsWithOptions(ctx context.Context, dir string, w io.Writer, opts Test
 		packages[pkg] = lp.Source
 		modules[file] = mod
 	}
-	testFiles, err := manifestFiles(dir, "_test.rego")
+	testFiles, err := listInputs(dir, LoadOptions{}, "_test.rego")
 	if err != nil {
 		return fmt.Errorf("run tests: %w", err)
 	}
-	for _, f := range testFiles {
-		src, err := os.ReadFile(f)
+	for _, f := range testFiles.files {
+		src, err := readInput(ctx, f, nil, DefaultMaxFileSize)
 		if err != nil {
 			return fmt.Errorf("run tests: %w", err)
 		}
-		mod, err := policy.ParseRego(f, string(src))
+		mod, err := policy.ParseRego(f.path, string(src))
 		if err != nil {
 			return fmt.Errorf("run tests: %w", err)
 		}
-		modules[f] = mod
+		modules[f.path] = mod
 	}
-	if len(testFiles) == 0 {
+	if len(testFiles.files) == 0 {
 		return fmt.Errorf("run tests: no *_test.rego files under %s; add tests with rules named test_*", dir)
 	}
 
