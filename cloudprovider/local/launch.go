@@ -58,7 +58,36 @@ func (p *Provider) launch(nodeClaim *karpv1.NodeClaim, class ResolvedNodeClass, 
 	}
 	zone := choice.o.Zone()
 	iid := InstanceID{Region: class.Region, Zone: zone, ID: name}
-	pid := iid.ProviderID()
+	rec := launchRecord{
+		NodeClaimUID:      nodeClaim.UID,
+		ProviderID:        iid.ProviderID(),
+		InstanceType:      choice.it.Name,
+		Zone:              zone,
+		CapacityType:      choice.o.CapacityType(),
+		LaunchTime:        metav1.NewMicroTime(p.clock.Now()),
+		RegistrationDelay: metav1.Duration{Duration: class.RegistrationDelay},
+		NeverRegisters:    !p.failures.registers(choice.it.Name),
+	}
+	out, _, err := p.start(nodeClaim, class, tmpl, choice, rec)
+	if err != nil {
+		return nil, err
+	}
+	p.log.Info("launched instance", "nodeclaim", nodeClaim.Name, "providerID", rec.ProviderID, "instanceType", choice.it.Name,
+		"zone", zone, "capacityType", choice.o.CapacityType(), "price", choice.o.Price, "registers", !rec.NeverRegisters,
+		"registrationDelay", class.RegistrationDelay)
+	return out, nil
+}
+
+// start records the instance rec describes, launched on the chosen offering for the NodeClaim,
+// and schedules the creation of its Node for rec's launch time plus its registration delay (at
+// once when that has passed), unless it never registers. It returns what Create returns, and
+// whether the instance was recorded already (then nothing is scheduled again).
+func (p *Provider) start(nodeClaim *karpv1.NodeClaim, class ResolvedNodeClass, tmpl *typeTemplate, choice offeringChoice, rec launchRecord) (*karpv1.NodeClaim, bool, error) {
+	iid, err := ParseProviderID(rec.ProviderID)
+	if err != nil {
+		return nil, false, fmt.Errorf("launch nodeclaim %s: %w", nodeClaim.Name, err)
+	}
+	pid := rec.ProviderID
 
 	// Labels, lowest precedence first: the class's, what the NodeClaim fixes, and the facts of
 	// the launched type and offering.
@@ -68,59 +97,77 @@ func (p *Provider) launch(nodeClaim *karpv1.NodeClaim, class ResolvedNodeClass, 
 	}
 	reqs, err := requirements.FromNodeSelectorRequirementsWithMinValues(nodeClaim.Spec.Requirements...)
 	if err != nil {
-		return nil, fmt.Errorf("launch nodeclaim %s: spec.requirements: %w", nodeClaim.Name, err)
+		return nil, false, fmt.Errorf("launch nodeclaim %s: spec.requirements: %w", nodeClaim.Name, err)
 	}
 	maps.Copy(labels, reqs.Labels())
 	maps.Copy(labels, nodeClaim.Labels)
 	maps.Copy(labels, tmpl.labels)
 	maps.Copy(labels, choice.o.Requirements.Labels())
-	labels[karpv1.LabelTopologyRegion] = class.Region
+	labels[karpv1.LabelTopologyRegion] = iid.Region
 
 	out := nodeClaim.DeepCopy()
 	out.Labels = labels
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[NodeClassHashAnnotationKey] = class.Hash()
+	out.Annotations[NodeClassHashVersionAnnotationKey] = NodeClassHashVersion
+	out.Annotations[InstanceAnnotationKey] = rec.encode()
 	out.Status.ProviderID = pid
 	out.Status.Capacity = copyResources(choice.it.Capacity)
 	out.Status.Allocatable = copyResources(choice.it.Allocatable())
 
-	now := p.clock.Now()
 	recorded := out.DeepCopy()
-	recorded.CreationTimestamp = metav1.NewTime(now)
+	recorded.CreationTimestamp = metav1.NewTime(rec.LaunchTime.Time)
 	inst := &instance{
 		id:         iid,
 		providerID: pid,
 		nodeClaim:  recorded,
-		node:       newNode(iid, out, tmpl),
+		node:       newNode(iid, out, rec),
 		stop:       make(chan struct{}),
 	}
-	registers := p.failures.registers(choice.it.Name)
 
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err := p.ctx.Err(); err != nil {
-		p.mu.Unlock()
-		return nil, fmt.Errorf("launch nodeclaim %s: the local provider has stopped: %w", nodeClaim.Name, err)
+		return nil, false, fmt.Errorf("launch nodeclaim %s: the local provider has stopped: %w", nodeClaim.Name, err)
 	}
-	p.instances[pid] = inst
-	if registers {
-		var timer clock.Timer
-		if class.RegistrationDelay > 0 {
-			timer = p.clock.NewTimer(class.RegistrationDelay)
-		}
-		p.wg.Add(1)
-		go p.register(inst, timer)
+	if have := p.instances[pid]; have != nil {
+		again := have.nodeClaim.DeepCopy()
+		again.CreationTimestamp = nodeClaim.CreationTimestamp
+		return again, true, nil
 	}
-	p.mu.Unlock()
+	if _, gone := p.terminated[pid]; gone {
+		return nil, false, fmt.Errorf("launch nodeclaim %s: instance %s was terminated", nodeClaim.Name, pid)
+	}
+	p.recordLocked(inst, rec)
+	return out, false, nil
+}
 
-	p.log.Info("launched instance", "nodeclaim", nodeClaim.Name, "providerID", pid, "instanceType", choice.it.Name,
-		"zone", zone, "capacityType", choice.o.CapacityType(), "price", choice.o.Price, "registers", registers,
-		"registrationDelay", class.RegistrationDelay)
-	return out, nil
+// recordLocked adds the instance and, unless it never registers, starts its registration at
+// rec's launch time plus its registration delay (at once when that has passed). p.mu must be
+// held and p.ctx live.
+func (p *Provider) recordLocked(inst *instance, rec launchRecord) {
+	p.instances[inst.providerID] = inst
+	if rec.NeverRegisters {
+		return
+	}
+	var timer clock.Timer
+	if wait := rec.registersAt().Sub(p.clock.Now()); wait > 0 {
+		timer = p.clock.NewTimer(wait)
+	}
+	p.wg.Add(1)
+	go p.register(inst, timer)
 }
 
 // newNode returns the Node an instance registers: named after the instance, handed to kwok,
-// with the launched NodeClaim's labels, its taints and startup taints plus the unregistered
-// taint, and the type's capacity and allocatable.
-func newNode(iid InstanceID, launched *karpv1.NodeClaim, tmpl *typeTemplate) *corev1.Node {
+// annotated with the instance's launch record, with the launched NodeClaim's labels, its taints
+// and startup taints plus the unregistered taint, and the type's capacity and allocatable.
+func newNode(iid InstanceID, launched *karpv1.NodeClaim, rec launchRecord) *corev1.Node {
 	labels := maps.Clone(launched.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
 	labels[corev1.LabelHostname] = iid.ID
 	var taints []corev1.Taint
 	add := func(t corev1.Taint) {
@@ -138,12 +185,12 @@ func newNode(iid InstanceID, launched *karpv1.NodeClaim, tmpl *typeTemplate) *co
 		add(t.ToCore())
 	}
 	add(karpv1.UnregisteredNoExecuteTaint())
-	arch := tmpl.labels[karpv1.LabelArch]
+	arch := launched.Labels[karpv1.LabelArch]
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        iid.ID,
 			Labels:      labels,
-			Annotations: map[string]string{KwokNodeAnnotation: KwokNodeAnnotationValue},
+			Annotations: map[string]string{KwokNodeAnnotation: KwokNodeAnnotationValue, InstanceAnnotationKey: rec.encode()},
 		},
 		Spec: corev1.NodeSpec{ProviderID: iid.ProviderID(), Taints: taints},
 		Status: corev1.NodeStatus{

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mitchellh/hashstructure/v2"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,6 +69,33 @@ type ResolvedNodeClass struct {
 	RegistrationDelay time.Duration
 	// Labels are added to every Node launched with the class.
 	Labels map[string]string
+}
+
+// Annotations with which Create stamps a launched NodeClaim with the hash of its LocalNodeClass,
+// which IsDrifted compares with the class's current hash.
+const (
+	// NodeClassHashAnnotationKey holds ResolvedNodeClass.Hash of the class at launch.
+	NodeClassHashAnnotationKey = "joiner.dev/localnodeclass-hash"
+	// NodeClassHashVersionAnnotationKey holds the NodeClassHashVersion the hash was made with.
+	NodeClassHashVersionAnnotationKey = "joiner.dev/localnodeclass-hash-version"
+)
+
+// NodeClassHashVersion is the version of ResolvedNodeClass.Hash. Bump it whenever the hash of an
+// unchanged class would change (a field added to or removed from the hash, a new default), so
+// that the change is not taken for drift.
+const NodeClassHashVersion = "v1"
+
+// Hash returns the hash of the fields of the class that shape a node and that the zone check of
+// IsDrifted does not cover: the labels. Region and zones are left out (a zone that stays offered
+// is no drift); the registration delay shapes no node.
+func (rc ResolvedNodeClass) Hash() string {
+	h, err := hashstructure.Hash(struct{ Labels map[string]string }{rc.Labels}, hashstructure.FormatV2,
+		&hashstructure.HashOptions{SlicesAsSets: true, IgnoreZeroValue: true, ZeroNil: true})
+	if err != nil {
+		// Only values hashstructure cannot walk (channels, functions) fail, and labels hold none.
+		panic(fmt.Sprintf("hash LocalNodeClass %s: %v", rc.Name, err))
+	}
+	return strconv.FormatUint(h, 10)
 }
 
 // Resolve applies the defaults of the LocalNodeClass and checks its region and zones against the

@@ -28,6 +28,10 @@ const Name = "local"
 // offers (the class's region or zones changed).
 const DriftReasonZone cloudprovider.DriftReason = "ZoneDrifted"
 
+// DriftReasonNodeClass is the drift reason of an instance launched from a LocalNodeClass whose
+// other node-shaping fields (its labels) have changed since, as the AWS provider's NodeClassDrift.
+const DriftReasonNodeClass cloudprovider.DriftReason = "NodeClassDrift"
+
 // ReasonLaunchFailed is the reason of the *cloudprovider.CreateError of an injected launch
 // failure.
 const ReasonLaunchFailed = "LaunchFailed"
@@ -147,9 +151,12 @@ func (p *Provider) GetInstanceTypes(ctx context.Context, nodePool *karpv1.NodePo
 // Create launches an instance for the NodeClaim: among the instance types its requirements allow
 // and its resource requests fit, it takes the cheapest available offering that is not short of
 // capacity, records the instance and, after the LocalNodeClass's nodeRegistrationDelay, creates
-// its Node. It returns a copy of the NodeClaim with status.providerID, capacity, allocatable and
-// the instance's labels. When only offerings short of capacity (or none at all) remain it returns
-// an *InsufficientCapacityError.
+// its Node. It returns a copy of the NodeClaim with status.providerID, capacity, allocatable,
+// the instance's labels, the class's hash annotations (NodeClassHashAnnotationKey) and the launch
+// record (InstanceAnnotationKey), which lets a restarted provider finish the launch. When an
+// instance was launched for this NodeClaim (same UID) already, by this provider or one before a
+// restart, and not terminated, it returns that instance instead of launching another. When only
+// offerings short of capacity (or none at all) remain it returns an *InsufficientCapacityError.
 func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	if failed, err := p.failures.takeLaunchFailure(); failed {
 		if err == nil {
@@ -161,6 +168,14 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 	class, err := p.nodeClass(ctx, nodeClaim.Spec.NodeClassRef, "nodeclaim "+nodeClaim.Name)
 	if err != nil {
 		return nil, fmt.Errorf("launch nodeclaim %s: %w", nodeClaim.Name, err)
+	}
+	// A launch for this very NodeClaim that its status does not show (the process stopped before
+	// writing it) is returned rather than repeated.
+	if out, err := p.relaunched(ctx, nodeClaim, class); err != nil || out != nil {
+		if err != nil {
+			return nil, fmt.Errorf("launch nodeclaim %s: %w", nodeClaim.Name, err)
+		}
+		return out, nil
 	}
 	reqs, err := requirements.FromNodeSelectorRequirementsWithMinValues(nodeClaim.Spec.Requirements...)
 	if err != nil {
@@ -226,7 +241,8 @@ func pickOffering(types cloudprovider.InstanceTypes, reqs requirements.Requireme
 
 // Delete terminates the NodeClaim's instance: it deletes the instance's Node (kwok's kubelet
 // stops with it) and forgets the instance, or stops its registration if the Node is not created
-// yet. It returns a *NodeClaimNotFoundError when the instance is already gone.
+// yet (also for an instance launched before a restart that the NodeClaim's launch record
+// describes). It returns a *NodeClaimNotFoundError when the instance is already gone.
 func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error {
 	pid := nodeClaim.Status.ProviderID
 	if pid == "" {
@@ -258,6 +274,15 @@ func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) erro
 		}
 	}
 	if inst == nil && node == nil {
+		if rec, ok := pendingRecord(nodeClaim); ok && rec.ProviderID == pid {
+			// Launched by an earlier provider and known only through its NodeClaim: forgetting it
+			// (and so never creating its Node) terminates it.
+			p.mu.Lock()
+			p.forgetLocked(pid)
+			p.mu.Unlock()
+			p.log.Info("terminated instance before it registered", "providerID", pid, "nodeclaim", nodeClaim.Name)
+			return nil
+		}
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("no instance %s", pid))
 	}
 	if node != nil {
@@ -273,8 +298,9 @@ func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) erro
 }
 
 // Get returns the NodeClaim of the instance with the provider ID: the one Create returned (with
-// the launch time as creationTimestamp) for instances launched by this process, or one made from
-// the Node for instances found only through their Node.
+// the launch time as creationTimestamp) for instances launched by this process, one made from
+// the Node for instances found only through their Node, or one made from the NodeClaim that
+// recorded the launch for instances launched before a restart that have no Node yet.
 func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error) {
 	iid, err := ParseProviderID(providerID)
 	if err != nil {
@@ -309,12 +335,31 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	if ours {
 		return nodeClaimFromNode(node), nil
 	}
+	// Launched by an earlier provider (before a restart) and not registered yet: the NodeClaim's
+	// launch record says it exists.
+	pl, err := p.pendingLaunchOf(ctx, providerID)
+	if err != nil {
+		return nil, fmt.Errorf("get instance %s: %w", providerID, err)
+	}
+	if pl != nil {
+		p.mu.Lock()
+		_, terminated = p.terminated[providerID]
+		p.mu.Unlock()
+		if !terminated {
+			return pl.describe(), nil
+		}
+	}
 	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("no instance %s", providerID))
 }
 
-// List returns a NodeClaim for every running local instance: those this process launched and
-// those whose Nodes exist (for instance launched before a restart), ordered by provider ID.
+// List returns a NodeClaim for every running local instance: those this process launched, those
+// whose Nodes exist (for instance launched before a restart), and those launched before a restart
+// whose NodeClaim recorded the launch but that have no Node yet, ordered by provider ID.
 func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
+	pending, err := p.pendingLaunches(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list local instances: %w", err)
+	}
 	nodes := &corev1.NodeList{}
 	if err := p.kube.List(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("list local instances: list nodes: %w", err)
@@ -344,12 +389,26 @@ func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 		}
 		out = append(out, nodeClaimFromNode(n))
 	}
+	for pid, pl := range pending {
+		if _, ok := p.instances[pid]; ok {
+			continue
+		}
+		if _, ok := p.terminated[pid]; ok {
+			continue
+		}
+		if _, ok := byProviderID[pid]; ok {
+			continue
+		}
+		out = append(out, pl.describe())
+	}
 	slices.SortFunc(out, func(a, b *karpv1.NodeClaim) int { return cmp.Compare(a.Status.ProviderID, b.Status.ProviderID) })
 	return out, nil
 }
 
 // IsDrifted returns DriftReasonZone when the NodeClaim's LocalNodeClass no longer offers the
-// instance's zone (its region or zones changed), and "" otherwise.
+// instance's zone (its region or zones changed), DriftReasonNodeClass when the class's hash
+// (ResolvedNodeClass.Hash) differs from the one stamped on the NodeClaim at launch under the same hash
+// version, and "" otherwise. A change of the registration delay shapes no node and drifts none.
 func (p *Provider) IsDrifted(ctx context.Context, nodeClaim *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
 	class, err := p.nodeClass(ctx, nodeClaim.Spec.NodeClassRef, "nodeclaim "+nodeClaim.Name)
 	if err != nil {
@@ -364,6 +423,13 @@ func (p *Provider) IsDrifted(ctx context.Context, nodeClaim *karpv1.NodeClaim) (
 	}
 	if zone != "" && !slices.Contains(class.Zones, zone) {
 		return DriftReasonZone, nil
+	}
+	// Like Karpenter's hashes, the stamp is compared only under the same version, and a NodeClaim
+	// without one (launched before stamps existed) never drifts by it.
+	hash, ok1 := nodeClaim.Annotations[NodeClassHashAnnotationKey]
+	version, ok2 := nodeClaim.Annotations[NodeClassHashVersionAnnotationKey]
+	if ok1 && ok2 && version == NodeClassHashVersion && hash != class.Hash() {
+		return DriftReasonNodeClass, nil
 	}
 	return "", nil
 }
@@ -436,7 +502,8 @@ func formatResources(l corev1.ResourceList) string {
 
 // Factory returns the operator's cloudprovider.Factory for the local provider: a Provider on the
 // operator's client (opts.Catalog, Clock and Log as in New; Failures is the test hook), together
-// with its LocalNodeClass status controller.
+// with its LocalNodeClass status controller and the runnable that, once at start on the leader,
+// resumes the launches of the process before a restart (Provider.Resume).
 func Factory(opts Options) cloudprovider.Factory {
 	return func(ctx context.Context, kube client.Client) (cloudprovider.CloudProvider, []cloudprovider.Controller, error) {
 		p, err := New(ctx, kube, opts)
@@ -447,6 +514,6 @@ func Factory(opts Options) cloudprovider.Factory {
 		if err != nil {
 			return nil, nil, err
 		}
-		return p, []cloudprovider.Controller{nc}, nil
+		return p, []cloudprovider.Controller{nc, resumer{p: p}}, nil
 	}
 }

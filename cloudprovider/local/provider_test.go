@@ -664,6 +664,74 @@ func TestIsDrifted(t *testing.T) {
 	}
 }
 
+// TestIsDriftedOnNodeClassChange launches an instance, which stamps the NodeClaim with its class's
+// hash, and changes the class: a change of its labels, which every Node of the class carries,
+// drifts the instance; a change of the registration delay, which shapes no node, does not.
+func TestIsDriftedOnNodeClassChange(t *testing.T) {
+	initial := joinerv1alpha1.LocalNodeClassSpec{Zones: []string{"us-east-1a"}, NodeRegistrationDelay: longDelay, Labels: map[string]string{"tier": "a"}}
+	f := newFixture(t, initial, nil)
+	ctx := context.Background()
+	launched, err := f.p.Create(ctx, f.nodeClaim("drift", nil, req(karpv1.LabelInstanceType, corev1.NodeSelectorOpIn, "m5.large")))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if launched.Annotations[NodeClassHashAnnotationKey] == "" || launched.Annotations[NodeClassHashVersionAnnotationKey] != NodeClassHashVersion {
+		t.Fatalf("launched nodeclaim annotations %v, want the class hash stamped", launched.Annotations)
+	}
+	unstamped := launched.DeepCopy()
+	delete(unstamped.Annotations, NodeClassHashAnnotationKey)
+	otherVersion := launched.DeepCopy()
+	otherVersion.Annotations[NodeClassHashVersionAnnotationKey] = "v0"
+	labels := func(kv ...string) map[string]string {
+		out := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(spec *joinerv1alpha1.LocalNodeClassSpec)
+		claim  *karpv1.NodeClaim
+		want   cloudprovider.DriftReason
+	}{
+		{name: "unchanged", change: func(*joinerv1alpha1.LocalNodeClassSpec) {}, claim: launched},
+		{name: "registration delay changed", change: func(s *joinerv1alpha1.LocalNodeClassSpec) {
+			s.NodeRegistrationDelay = &metav1.Duration{Duration: 2 * time.Hour}
+		}, claim: launched},
+		{name: "zone added", change: func(s *joinerv1alpha1.LocalNodeClassSpec) { s.Zones = append(s.Zones, "us-east-1b") }, claim: launched},
+		{name: "label value changed", change: func(s *joinerv1alpha1.LocalNodeClassSpec) { s.Labels = labels("tier", "b") },
+			claim: launched, want: DriftReasonNodeClass},
+		{name: "label added", change: func(s *joinerv1alpha1.LocalNodeClassSpec) { s.Labels = labels("tier", "a", "extra", "x") },
+			claim: launched, want: DriftReasonNodeClass},
+		{name: "labels removed", change: func(s *joinerv1alpha1.LocalNodeClassSpec) { s.Labels = nil }, claim: launched, want: DriftReasonNodeClass},
+		{name: "zone removed comes first", change: func(s *joinerv1alpha1.LocalNodeClassSpec) {
+			s.Zones = []string{"us-east-1b"}
+			s.Labels = labels("tier", "b")
+		}, claim: launched, want: DriftReasonZone},
+		{name: "labels changed, nodeclaim without a stamp", change: func(s *joinerv1alpha1.LocalNodeClassSpec) { s.Labels = labels("tier", "b") },
+			claim: unstamped},
+		{name: "labels changed, stamp of another version", change: func(s *joinerv1alpha1.LocalNodeClassSpec) { s.Labels = labels("tier", "b") },
+			claim: otherVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := &joinerv1alpha1.LocalNodeClass{}
+			if err := f.kube.Get(ctx, types.NamespacedName{Name: f.class}, nc); err != nil {
+				t.Fatalf("get class: %v", err)
+			}
+			nc.Spec = *initial.DeepCopy()
+			tc.change(&nc.Spec)
+			if err := f.kube.Update(ctx, nc); err != nil {
+				t.Fatalf("update class: %v", err)
+			}
+			got, err := f.p.IsDrifted(ctx, tc.claim)
+			if err != nil || got != tc.want {
+				t.Errorf("IsDrifted = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestStopsWithContext checks that pending registrations end when the provider's context does,
 // leaving no goroutine behind, and that Create then fails.
 func TestStopsWithContext(t *testing.T) {

@@ -1,8 +1,11 @@
-// Package garbagecollection reconciles the cloud with the cluster on a timer: it terminates
+// Package garbagecollection reconciles the cloud with the cluster: once at start (so that a
+// restarted Joiner cleans up after its predecessor at once) and then on a timer, it terminates
 // instances that no NodeClaim accounts for (after a grace period, so launches in flight are
-// safe), and deletes Launched NodeClaims whose instance is gone. It never deletes a Node that
-// still has pods without a drain: an orphaned instance that has a Node is handed to termination
-// by deleting that Node, and a NodeClaim is only deleted, which termination then finishes.
+// safe), and deletes Launched NodeClaims whose instance is gone. A pass that had to spare
+// something only for its grace period comes back as soon as that grace period ends rather than a
+// whole interval later. It never deletes a Node that still has pods without a drain: an orphaned
+// instance that has a Node is handed to termination by deleting that Node, and a NodeClaim is
+// only deleted, which termination then finishes.
 package garbagecollection
 
 import (
@@ -38,6 +41,9 @@ const (
 	// DefaultGracePeriod is how old an instance without a NodeClaim (or a NodeClaim's launch) must
 	// be before garbage collection acts on it.
 	DefaultGracePeriod = 30 * time.Second
+	// minWait is the shortest wait between two passes, so that a pass coming back for a grace
+	// period that ends (or a clock that disagrees) cannot spin.
+	minWait = time.Second
 )
 
 // Event reasons.
@@ -51,7 +57,9 @@ const (
 
 // Options tune garbage collection. The zero value means the defaults above.
 type Options struct {
-	// Interval between runs. Zero means DefaultInterval.
+	// Interval between runs; the first runs at start. A run that spared an instance or a NodeClaim
+	// only because of GracePeriod is followed by another when that grace period ends, if that is
+	// sooner. Zero means DefaultInterval.
 	Interval time.Duration
 	// GracePeriod protects young instances and fresh launches: an instance without a NodeClaim is
 	// terminated, and a NodeClaim without an instance deleted, only once the instance was created
@@ -82,6 +90,9 @@ type Controller struct {
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time
+	// due is when the earliest grace period that spared something in the current pass ends
+	// (zero: none did).
+	due time.Time
 }
 
 // NewController returns a garbage collector. kube should be a manager's cached client (with the
@@ -115,25 +126,53 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 // NeedLeaderElection makes garbage collection run on the leader only.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
-// Start runs garbage collection every Interval until ctx ends. A failed run is logged and the
-// next one tries again.
+// Start runs garbage collection at once, then every Interval (sooner when a grace period that
+// spared something ends first) until ctx ends. A failed run is logged and the next one tries
+// again.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName(ControllerName)
 	ctx = log.IntoContext(ctx, logger)
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.clock.After(c.opts.Interval):
-		}
 		if err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "garbage collection failed")
 		}
+		wait := c.nextWait()
+		logger.V(1).Info("next garbage collection", "in", wait.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+// nextWait is how long to wait after a pass: Interval, or less when a grace period that spared
+// something in the pass ends sooner, but never less than minWait.
+func (c *Controller) nextWait() time.Duration {
+	c.mu.Lock()
+	due := c.due
+	c.mu.Unlock()
+	wait := c.opts.Interval
+	if !due.IsZero() {
+		wait = min(wait, max(due.Sub(c.clock.Now()), minWait))
+	}
+	return wait
+}
+
+// spared notes that something was left alone only until its grace period ends at end.
+func (c *Controller) spared(end time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.due.IsZero() || end.Before(c.due) {
+		c.due = end
 	}
 }
 
 // RunOnce makes one garbage collection pass.
 func (c *Controller) RunOnce(ctx context.Context) error {
+	c.mu.Lock()
+	c.due = time.Time{}
+	c.mu.Unlock()
 	instances, err := c.cloud.List(ctx)
 	if err != nil {
 		return fmt.Errorf("garbage collection: list instances: %w", err)
@@ -162,7 +201,11 @@ func (c *Controller) collectInstances(ctx context.Context, instances []*karpv1.N
 	)
 	for _, inst := range instances {
 		id := inst.Status.ProviderID
-		if id == "" || claimed.Has(id) || c.age(inst) < c.opts.GracePeriod {
+		if id == "" || claimed.Has(id) {
+			continue
+		}
+		if age := c.age(inst); age < c.opts.GracePeriod {
+			c.spared(c.clock.Now().Add(c.opts.GracePeriod - age))
 			continue
 		}
 		if live == nil {
@@ -232,7 +275,11 @@ func (c *Controller) collectNodeClaims(ctx context.Context, ncs []karpv1.NodeCla
 			continue
 		}
 		launched := nc.StatusCondition(karpv1.ConditionTypeLaunched)
-		if launched == nil || launched.Status != metav1.ConditionTrue || c.clock.Since(launched.LastTransitionTime.Time) < c.opts.GracePeriod {
+		if launched == nil || launched.Status != metav1.ConditionTrue {
+			continue
+		}
+		if end := launched.LastTransitionTime.Add(c.opts.GracePeriod); c.clock.Now().Before(end) {
+			c.spared(end)
 			continue
 		}
 		// List may be eventually consistent; Get is the word on this one instance.

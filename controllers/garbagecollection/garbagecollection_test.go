@@ -290,3 +290,111 @@ func TestGarbageCollectionRunsOnItsInterval(t *testing.T) {
 		return nil
 	})
 }
+
+// startCollector runs a collector on a fake clock that never advances unless the test steps it,
+// under a manager, with the termination controller (on the real clock) beside it.
+func startCollector(t *testing.T, cloud *fake.CloudProvider, clk *clocktesting.FakeClock, opts garbagecollection.Options) {
+	t.Helper()
+	env.StartManager(t, func(mgr ctrl.Manager) error {
+		term, err := termination.NewController(mgr.GetClient(), mgr.GetAPIReader(), cloud, nil,
+			mgr.GetEventRecorder(termination.NodeClaimControllerName), nil, termination.Options{PollInterval: 200 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		if err := term.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		gc, err := garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), cloud, clk,
+			mgr.GetEventRecorder(garbagecollection.ControllerName), prometheus.NewRegistry(), opts)
+		if err != nil {
+			return err
+		}
+		return gc.SetupWithManager(mgr)
+	})
+}
+
+// TestGarbageCollectionRunsAtStart checks that a collector that just started (a restarted
+// Joiner) collects at once what its predecessor left behind, with a clock that is never stepped:
+// the first pass does not wait for the interval.
+func TestGarbageCollectionRunsAtStart(t *testing.T) {
+	cloud := fake.New()
+	clk := clocktesting.NewFakeClock(time.Now())
+	// What a crashed predecessor left: an instance nobody claims, and a Launched NodeClaim whose
+	// instance is gone.
+	lost := nct.NodeClaim(nct.Name("lost"), "pool-a")
+	lost.CreationTimestamp = metav1.NewTime(clk.Now().Add(-time.Hour))
+	orphan, err := cloud.Create(t.Context(), lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := nct.NodeClaim(nct.Name("nc"), "pool-a")
+	nc.Finalizers = []string{karpv1.TerminationFinalizer}
+	if err := env.Client.Create(t.Context(), nc); err != nil {
+		t.Fatal(err)
+	}
+	gone := "fake:///test-zone-1/gone-with-the-crash"
+	nc.Status.ProviderID = gone
+	nc.Status.Conditions = []metav1.Condition{{
+		Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched",
+		LastTransitionTime: metav1.NewTime(clk.Now().Add(-time.Hour)),
+	}}
+	if err := env.Client.Status().Update(t.Context(), nc); err != nil {
+		t.Fatal(err)
+	}
+
+	startCollector(t, cloud, clk, garbagecollection.Options{})
+	nct.Eventually(t, 20*time.Second, "the first pass collects both without the clock moving", func(ctx context.Context) error {
+		var errs []error
+		if _, err := cloud.Get(ctx, orphan.Status.ProviderID); !cloudprovider.IsNodeClaimNotFound(err) {
+			errs = append(errs, fmt.Errorf("instance %s still exists (%v)", orphan.Status.ProviderID, err))
+		}
+		return errors.Join(append(errs, env.Gone(ctx, nc), env.HasEvent(ctx, nc.Name, garbagecollection.ReasonInstanceNotFound, gone))...)
+	})
+}
+
+// TestGarbageCollectionComesBackWhenTheGracePeriodEnds checks that a pass that spared a young
+// orphan is followed by one when its grace period ends, not a whole (here, hour-long) interval
+// later.
+func TestGarbageCollectionComesBackWhenTheGracePeriodEnds(t *testing.T) {
+	cloud := fake.New()
+	clk := clocktesting.NewFakeClock(time.Now())
+	young := nct.NodeClaim(nct.Name("young"), "pool-a")
+	young.CreationTimestamp = metav1.NewTime(clk.Now().Add(-5 * time.Second))
+	inst, err := cloud.Create(t.Context(), young)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCollector(t, cloud, clk, garbagecollection.Options{Interval: time.Hour, GracePeriod: 30 * time.Second})
+	waitForSleep := func() {
+		t.Helper()
+		nct.Eventually(t, 10*time.Second, "the collector sleeps", func(context.Context) error {
+			if !clk.HasWaiters() {
+				return errors.New("no waiter on the clock")
+			}
+			return nil
+		})
+	}
+	exists := func() bool {
+		_, err := cloud.Get(t.Context(), inst.Status.ProviderID)
+		return err == nil
+	}
+	waitForSleep()
+	if !exists() {
+		t.Fatal("the first pass terminated an instance inside its grace period")
+	}
+	// 24s after the start the grace period (25s from then) has not ended: no pass.
+	clk.Step(24 * time.Second)
+	nct.Consistently(t, 500*time.Millisecond, "the instance stays inside its grace period", func(context.Context) error {
+		if !exists() {
+			return errors.New("instance terminated")
+		}
+		return nil
+	})
+	clk.Step(2 * time.Second)
+	nct.Eventually(t, 10*time.Second, "the orphan terminated once its grace period ended", func(context.Context) error {
+		if exists() {
+			return fmt.Errorf("instance %s still exists", inst.Status.ProviderID)
+		}
+		return nil
+	})
+}

@@ -35,6 +35,9 @@ const (
 	DefaultLaunchTTL = 5 * time.Minute
 	// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
 	DefaultMaxConcurrentReconciles = 10
+	// DefaultInstanceNotFoundGrace is how long after launch an unregistered NodeClaim is spared
+	// the check that its instance still exists.
+	DefaultInstanceNotFoundGrace = 10 * time.Second
 )
 
 // Options tune the lifecycle controller. The zero value means the defaults above.
@@ -47,6 +50,12 @@ type Options struct {
 	LaunchTTL time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles. Zero means DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// InstanceNotFoundGrace is how long after launch a NodeClaim that has not registered is spared
+	// the check that its instance still exists. After it, the NodeClaim is deleted (and so
+	// replaced) as soon as the provider's Get reports its instance not found, instead of waiting
+	// for RegistrationTTL; the check repeats every InstanceNotFoundGrace while the NodeClaim stays
+	// unregistered. Zero means DefaultInstanceNotFoundGrace.
+	InstanceNotFoundGrace time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -58,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.InstanceNotFoundGrace <= 0 {
+		o.InstanceNotFoundGrace = DefaultInstanceNotFoundGrace
 	}
 	return o
 }
@@ -104,7 +116,8 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk cl
 			l,
 			&registration{kube: kube, clock: clk, recorder: recorder, metrics: m},
 			&initialization{kube: kube, clock: clk, metrics: m},
-			&liveness{kube: kube, clock: clk, recorder: recorder, metrics: m, registrationTTL: opts.RegistrationTTL, launchTTL: opts.LaunchTTL},
+			&liveness{kube: kube, cloud: cloud, clock: clk, recorder: recorder, metrics: m, registrationTTL: opts.RegistrationTTL,
+				launchTTL: opts.LaunchTTL, instanceGrace: opts.InstanceNotFoundGrace},
 		},
 	}, nil
 }

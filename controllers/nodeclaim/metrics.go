@@ -20,6 +20,9 @@ const (
 	DisruptedInsufficientCapacity = "insufficient_capacity"
 	// DisruptedNodeClassNotReady: the NodeClaim's node class could not be used.
 	DisruptedNodeClassNotReady = "nodeclass_not_ready"
+	// DisruptedInstanceNotFound: the NodeClaim launched but had not registered, and its instance
+	// was gone from the provider.
+	DisruptedInstanceNotFound = "instance_not_found"
 )
 
 // Metrics are the lifecycle controller's Prometheus metrics, named as Karpenter names them where
@@ -80,6 +83,8 @@ func disruptionReason(eventReason string) string {
 		return DisruptedInsufficientCapacity
 	case ReasonNodeClassNotReady:
 		return DisruptedNodeClassNotReady
+	case ReasonInstanceNotFound:
+		return DisruptedInstanceNotFound
 	default:
 		return eventReason
 	}

@@ -20,6 +20,7 @@ func TestDisruptedMetric(t *testing.T) {
 		{ReasonRegistrationTimeout, "registration_timeout"},
 		{ReasonInsufficientCapacity, "insufficient_capacity"},
 		{ReasonNodeClassNotReady, "nodeclass_not_ready"},
+		{ReasonInstanceNotFound, "instance_not_found"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.eventReason, func(t *testing.T) {
