@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -18,11 +18,13 @@ import (
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/disruption/budget"
+	"github.com/joiner-dev/joiner/runtimevalidation"
 )
 
 // templateChecks are the semantic checks of NodePools and NodeClaims: the parts of their validation that
 // CRD CEL cannot express because they need a cron parser, set reasoning over requirements, the instance
-// type catalog or other objects.
+// type catalog or other objects, plus the runtime validation (package runtimevalidation) that the
+// NodePool status controller also applies to objects that never passed this webhook.
 type templateChecks struct {
 	reader        client.Reader
 	instanceTypes InstanceTypeLister
@@ -30,9 +32,12 @@ type templateChecks struct {
 
 // nodePool checks a NodePool:
 //   - every budget schedule is a cron expression (denial);
-//   - labels and requirements do not contradict each other, and some instance type satisfies them
+//   - the template passes runtime validation (package runtimevalidation: label keys and values,
+//     requirement keys, values, operators and minValues, taint keys and values, duplicate taints),
+//     the checks whose failure the NodePool status controller reports as ValidationSucceeded=False
 //     (denial);
-//   - no two taints, across taints and startupTaints, share key and effect (denial);
+//   - when it does, labels and requirements do not contradict each other, and some instance type
+//     satisfies them (denial);
 //   - the node class of nodeClassRef exists (warning);
 //   - no limit is below the NodePool's current usage (warning).
 func (t *templateChecks) nodePool(ctx context.Context, req *admission.Request, raw []byte) (findings, error) {
@@ -45,10 +50,9 @@ func (t *templateChecks) nodePool(ctx context.Context, req *admission.Request, r
 		f.deny(msg)
 	}
 	tpl := &np.Spec.Template
-	cs := constraintsOf("spec.template.metadata.labels", tpl.Labels, "spec.template.spec.requirements", tpl.Spec.Requirements)
-	f.add(t.requirementFindings(ctx, &np, cs, "spec.template.spec.requirements"))
-	for _, msg := range duplicateTaints("spec.template.spec", tpl.Spec.Taints, tpl.Spec.StartupTaints) {
-		f.deny(msg)
+	if !f.denyAll(runtimevalidation.NodePool(&np)) {
+		cs := constraintsOf("spec.template.metadata.labels", tpl.Labels, "spec.template.spec.requirements", tpl.Spec.Requirements)
+		f.add(t.requirementFindings(ctx, &np, cs, "spec.template.spec.requirements"))
 	}
 	f.add(t.nodeClassFindings(ctx, "spec.template.spec.nodeClassRef", tpl.Spec.NodeClassRef, "the NodePool stays NotReady"))
 	usageRaw := raw
@@ -62,16 +66,26 @@ func (t *templateChecks) nodePool(ctx context.Context, req *admission.Request, r
 	return f, nil
 }
 
-// nodeClaim checks a NodeClaim created by hand (Joiner's own NodeClaims are exempt): contradicting or
-// unsatisfiable requirements and labels, duplicate taints (denials) and a missing node class (warning).
+// nodeClaim checks a NodeClaim created by hand (Joiner's own NodeClaims are exempt): runtime validation
+// of its requirements and taints, then contradicting or unsatisfiable requirements and labels (denials),
+// and a missing node class (warning).
 func (t *templateChecks) nodeClaim(ctx context.Context, req *admission.Request, raw []byte) (findings, error) {
 	var f findings
 	var nc karpv1.NodeClaim
 	if err := json.Unmarshal(raw, &nc); err != nil {
 		return f, fmt.Errorf("decode NodeClaim %q: %w", req.Name, err)
 	}
-	cs := constraintsOf("metadata.labels", nc.Labels, "spec.requirements", nc.Spec.Requirements)
-	// The lister works on NodePools: describe the NodeClaim as the NodePool it would belong to.
+	if !f.denyAll(runtimevalidation.NodeClaim(&nc)) {
+		cs := constraintsOf("metadata.labels", nc.Labels, "spec.requirements", nc.Spec.Requirements)
+		f.add(t.requirementFindings(ctx, nodePoolOf(&nc), cs, "spec.requirements"))
+	}
+	f.add(t.nodeClassFindings(ctx, "spec.nodeClassRef", nc.Spec.NodeClassRef, "the NodeClaim cannot launch"))
+	return f, nil
+}
+
+// nodePoolOf describes a NodeClaim as the NodePool it would belong to, for the instance-type lister,
+// which works on NodePools.
+func nodePoolOf(nc *karpv1.NodeClaim) *karpv1.NodePool {
 	np := &karpv1.NodePool{}
 	np.Name = nc.Labels[karpv1.NodePoolLabelKey]
 	np.Spec.Template.Labels = nc.Labels
@@ -83,12 +97,7 @@ func (t *templateChecks) nodeClaim(ctx context.Context, req *admission.Request, 
 		TerminationGracePeriod: nc.Spec.TerminationGracePeriod,
 		ExpireAfter:            nc.Spec.ExpireAfter,
 	}
-	f.add(t.requirementFindings(ctx, np, cs, "spec.requirements"))
-	for _, msg := range duplicateTaints("spec", nc.Spec.Taints, nc.Spec.StartupTaints) {
-		f.deny(msg)
-	}
-	f.add(t.nodeClassFindings(ctx, "spec.nodeClassRef", nc.Spec.NodeClassRef, "the NodeClaim cannot launch"))
-	return f, nil
+	return np
 }
 
 // requirementFindings denies contradicting constraints and, when they are consistent, constraints no
@@ -141,29 +150,14 @@ func scheduleError(s string) string {
 	return err.Error()
 }
 
-// duplicateTaints reports taints that repeat the key and effect of an earlier taint, across taints and
-// startupTaints: the node would carry one of them only.
-func duplicateTaints(specField string, taints, startupTaints []karpv1.Taint) []string {
-	type identity struct {
-		key    string
-		effect corev1.TaintEffect
+// denyAll denies every runtime-validation error, one line each, and reports whether there was any. The
+// set reasoning over requirements (contradictions, the catalog) is skipped after such errors: it would
+// only restate malformed constraints less clearly.
+func (f *findings) denyAll(errs field.ErrorList) bool {
+	for _, msg := range runtimevalidation.Messages(errs) {
+		f.deny(msg)
 	}
-	var out []string
-	seen := map[identity]string{}
-	check := func(list string, ts []karpv1.Taint) {
-		for i, t := range ts {
-			field := fmt.Sprintf("%s.%s[%d]", specField, list, i)
-			id := identity{t.Key, t.Effect}
-			if first, dup := seen[id]; dup {
-				out = append(out, fmt.Sprintf("%s: taint %s duplicates %s (same key and effect); remove one of them", field, t, first))
-				continue
-			}
-			seen[id] = field
-		}
-	}
-	check("taints", taints)
-	check("startupTaints", startupTaints)
-	return out
+	return len(errs) > 0
 }
 
 // nodeClassFindings warns when the node class a nodeClassRef names cannot be found. It never denies: the

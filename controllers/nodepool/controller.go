@@ -1,7 +1,8 @@
 // Package nodepool keeps NodePool status current: status.resources and status.nodes add up the
-// NodeClaims labelled with the NodePool (counter.go), and the NodeClassReady, ValidationSucceeded
-// and root Ready conditions follow the referenced node class (readiness.go). It only writes
-// NodePool status; it never changes NodeClaims, Nodes or node classes.
+// NodeClaims labelled with the NodePool (counter.go), ValidationSucceeded reports the runtime
+// validation the validating webhook also enforces (validation.go), and NodeClassReady and the root
+// Ready follow the referenced node class (readiness.go). It only writes NodePool status; it never
+// changes NodeClaims, Nodes or node classes.
 package nodepool
 
 import (
@@ -100,6 +101,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	c.metrics.observe(np)
+	c.validate(np)
 	if err := c.readiness(ctx, np); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -26,7 +26,7 @@ const (
 	// ReasonNodeClassTerminating is the reason of NodeClassReady=False while the node class is
 	// being deleted.
 	ReasonNodeClassTerminating = "NodeClassTerminating"
-	// ReasonValidationSucceeded is the reason of ValidationSucceeded=True set by this controller.
+	// ReasonValidationSucceeded is the reason of ValidationSucceeded=True (see validation.go).
 	ReasonValidationSucceeded = "ValidationSucceeded"
 	// ReasonReady is the reason of Ready=True.
 	ReasonReady = "Ready"
@@ -35,9 +35,8 @@ const (
 // nodeClassRefPath is the field users fix when the node class cannot be found.
 const nodeClassRefPath = "spec.template.spec.nodeClassRef"
 
-// readiness sets NodeClassReady from the referenced node class's Ready condition,
-// ValidationSucceeded to True unless another controller already decided it (the CRD schema and
-// CEL rules validate NodePools on admission), and the root Ready from both.
+// readiness sets NodeClassReady from the referenced node class's Ready condition, and the root
+// Ready from it and ValidationSucceeded (which validate sets first).
 func (c *Controller) readiness(ctx context.Context, np *karpv1.NodePool) error {
 	now := c.clock.Now()
 	status, reason, message, err := c.nodeClassReadiness(ctx, np)
@@ -45,9 +44,6 @@ func (c *Controller) readiness(ctx context.Context, np *karpv1.NodePool) error {
 		return err
 	}
 	np.SetCondition(now, karpv1.ConditionTypeNodeClassReady, status, reason, message)
-	if np.StatusCondition(karpv1.ConditionTypeValidationSucceeded) == nil {
-		np.SetCondition(now, karpv1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, ReasonValidationSucceeded, "")
-	}
 	status, reason, message = metav1.ConditionTrue, ReasonReady, ""
 	for _, t := range []string{karpv1.ConditionTypeValidationSucceeded, karpv1.ConditionTypeNodeClassReady} {
 		cond := np.StatusCondition(t)
