@@ -22,10 +22,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
@@ -131,8 +134,8 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Run, err err
 		return nil, err
 	}
 	for _, obj := range r.configs {
-		if err := c.Create(ctx, obj.DeepCopyObject().(client.Object)); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("install %s: %w", obj.GetName(), err)
+		if err := installWebhookConfiguration(ctx, c, obj.DeepCopyObject().(client.Object)); err != nil {
+			return nil, err
 		}
 	}
 	op, err := operator.New(cfg, o)
@@ -241,6 +244,57 @@ func LoadWebhookConfigurations(dir, baseURL string) ([]client.Object, error) {
 		return nil, fmt.Errorf("no webhook configurations in %s", dir)
 	}
 	return out, nil
+}
+
+// installWebhookConfiguration creates the webhook configuration obj or, when one of that name is
+// left behind (by a process that was killed before it could remove it, still pointing at that
+// process's port), replaces its webhooks with obj's, keeping the caBundle each webhook had so that
+// the apiserver trusts the restarted operator at once (it serves from the same CA Secret).
+func installWebhookConfiguration(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Create(ctx, obj)
+	if err == nil || !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("install %s: %w", obj.GetName(), err)
+		}
+		return nil
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return fmt.Errorf("install %s: %w", obj.GetName(), err)
+	}
+	have := &unstructured.Unstructured{}
+	have.SetGroupVersionKind(gvk)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), have); err != nil {
+		return fmt.Errorf("install %s: read the one left behind: %w", obj.GetName(), err)
+	}
+	bundles := map[string]any{}
+	old, _, _ := unstructured.NestedSlice(have.Object, "webhooks")
+	for _, w := range old {
+		if m, ok := w.(map[string]any); ok {
+			if b, found, _ := unstructured.NestedFieldNoCopy(m, "clientConfig", "caBundle"); found {
+				bundles[fmt.Sprint(m["name"])] = b
+			}
+		}
+	}
+	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return fmt.Errorf("install %s: %w", obj.GetName(), err)
+	}
+	webhooks, _, _ := unstructured.NestedSlice(want, "webhooks")
+	for _, w := range webhooks {
+		if m, ok := w.(map[string]any); ok {
+			if b, ok := bundles[fmt.Sprint(m["name"])]; ok {
+				_ = unstructured.SetNestedField(m, b, "clientConfig", "caBundle")
+			}
+		}
+	}
+	if err := unstructured.SetNestedSlice(have.Object, webhooks, "webhooks"); err != nil {
+		return fmt.Errorf("install %s: %w", obj.GetName(), err)
+	}
+	if err := c.Update(ctx, have); err != nil {
+		return fmt.Errorf("install %s: replace the one left behind: %w", obj.GetName(), err)
+	}
+	return nil
 }
 
 func url(base string, svc *admissionregistrationv1.ServiceReference) *string {
