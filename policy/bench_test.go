@@ -156,15 +156,36 @@ func BenchmarkEvaluate(b *testing.B) {
 	for _, mix := range mixes {
 		for _, n := range []int{1, 10, 50} {
 			b.Run(fmt.Sprintf("%s/policies=%d", mix.name, n), func(b *testing.B) {
-				benchmarkEvaluate(b, mix.policies(n), inventory, review)
+				benchmarkEvaluate(b, policy.Options{}, mix.policies(n), inventory, review)
 			})
 		}
 	}
 }
 
-func benchmarkEvaluate(b *testing.B, policies []policy.Policy, inventory []map[string]any, review policy.Review) {
+// BenchmarkEvaluateMemoryBudget measures what watching the heap during evaluations costs: the library mix
+// at 10 policies with the default memory budget and with the budget disabled.
+func BenchmarkEvaluateMemoryBudget(b *testing.B) {
+	var inventory []map[string]any
+	for i := range 20 {
+		inventory = append(inventory, benchNodePool(fmt.Sprintf("pool-%02d", i), []string{"team-a", "team-b", "platform"}[i%3], "10"))
+	}
+	review, err := policy.NewReview(policy.OperationCreate, benchNodePool("new-pool", "team-a", "50"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name   string
+		budget int64
+	}{{"budget=default", 0}, {"budget=off", -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			benchmarkEvaluate(b, policy.Options{MemoryBudget: bc.budget}, benchPolicies(b, 10), inventory, review)
+		})
+	}
+}
+
+func benchmarkEvaluate(b *testing.B, opts policy.Options, policies []policy.Policy, inventory []map[string]any, review policy.Review) {
 	ctx := context.Background()
-	e := policy.New(policy.Options{})
+	e := policy.New(opts)
 	if err := e.SetPolicies(ctx, policies); err != nil {
 		b.Fatal(err)
 	}

@@ -82,7 +82,8 @@ func NewCompiler(caps *ast.Capabilities) *ast.Compiler {
 
 // Validate checks a policy the way the engine will compile it and returns a user-facing error naming the
 // field and the fix: a Rego syntax or compile error (with line:column), a missing or malformed `violation`
-// rule, a forbidden builtin, an unknown enforcement action, kind or operation, an invalid namespace
+// rule, a forbidden builtin, a numbers.range or numbers.range_step whose constant bounds exceed
+// MaxBuiltinArrayLength, an unknown enforcement action, kind or operation, an invalid namespace
 // selector, or parameters that are not JSON. The ProvisioningPolicy webhook calls it to reject bad policies.
 func Validate(p Policy) error {
 	_, err := compile(p, Capabilities())
@@ -213,6 +214,9 @@ func (c *compiled) compileRego(src string, caps *ast.Capabilities) error {
 	compiler.Compile(map[string]*ast.Module{regoFile: mod})
 	if compiler.Failed() {
 		return regoError(compiler.Errors)
+	}
+	if err := checkStaticRanges(compiler.Modules[regoFile]); err != nil {
+		return err
 	}
 	c.compiler = compiler
 	c.query = mod.Package.Path.Copy().Append(ast.StringTerm(ViolationRule))

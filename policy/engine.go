@@ -37,6 +37,14 @@ type Options struct {
 	// Parallelism is the number of goroutines one Evaluate call spreads its policies over. Zero means
 	// GOMAXPROCS; 1 evaluates policies one after the other on the caller's goroutine.
 	Parallelism int
+	// MemoryBudget bounds, in bytes, how much the heap may grow while one Evaluate call runs. While
+	// evaluations run the engine samples the heap every millisecond (runtime/metrics) and stops those
+	// during which it grew past the budget; each stopped policy yields an error result (a
+	// MemoryBudgetError naming the policy and the budget), which denies for Deny policies. The heap is
+	// the process's, so every evaluation running at that moment is stopped. Zero means
+	// DefaultMemoryBudget; a negative value disables the budget. Builtins that could build a huge value
+	// in one uninterruptible call are bounded separately (MaxBuiltinArrayLength, MaxBuiltinStringBytes).
+	MemoryBudget int64
 }
 
 // Engine compiles policies and evaluates reviews against them. All methods are safe for concurrent use:
@@ -52,6 +60,7 @@ type Engine struct {
 	noMetrics   metrics.Metrics
 	caches      virtualCachePool
 	workers     *workerPool
+	memory      *memoryGuard
 
 	set atomic.Pointer[policySet]
 	mu  sync.Mutex // serialises writers of set
@@ -136,8 +145,12 @@ func New(opts Options) *Engine {
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
+	if opts.MemoryBudget == 0 {
+		opts.MemoryBudget = DefaultMemoryBudget
+	}
 	e := &Engine{
 		workers:     newWorkerPool(),
+		memory:      newMemoryGuard(opts.MemoryBudget, memorySampleInterval, readHeap),
 		log:         opts.Logger,
 		evalTimeout: opts.EvalTimeout,
 		parallelism: opts.Parallelism,
@@ -313,8 +326,11 @@ func (cp *compiledPolicy) matches(r *Review) bool {
 }
 
 // Evaluate runs every policy that matches the review and returns their violations, ordered by policy name
-// and then by violation. A policy that cannot be evaluated (compile failure, deadline, builtin error,
-// malformed violation, panic) yields one Violation with Err set and never affects the other policies.
+// and then by violation. A policy that cannot be evaluated (compile failure, deadline, memory budget, a
+// builtin over MaxBuiltinArrayLength or MaxBuiltinStringBytes, a conflict, malformed violation, panic)
+// yields one Violation with Err set and never affects the other policies. A builtin that fails, such as
+// to_number("zero"), makes its expression undefined, as in OPA's default mode and Gatekeeper, so a ported
+// policy reaches the same verdict.
 // The returned error is reserved for problems with the review itself (unsupported operation, missing kind,
 // an object that is not JSON) and for a context that is already done.
 func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
@@ -346,6 +362,9 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
 	cancel := topdown.NewCancel()
 	stop := context.AfterFunc(ctx, cancel.Cancel)
 	defer stop()
+	// The memory guard raises the same flag when the heap grows past the budget while this review runs.
+	window := e.memory.begin(cancel)
+	defer e.memory.end(window)
 	// One transaction pins the inventory snapshot, so all policies of this review see the same one.
 	txn, err := e.store.NewTransaction(ctx)
 	if err != nil {
@@ -355,7 +374,7 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
 
 	results := make([][]Violation, len(matched))
 	run := func(i int) {
-		results[i] = e.evalPolicy(ctx, matched[i], review, txn, cancel)
+		results[i] = e.evalPolicy(ctx, matched[i], review, txn, cancel, window)
 	}
 	if workers := min(e.parallelism, len(matched)); workers <= 1 {
 		for i := range matched {
@@ -394,8 +413,11 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
 	return out, nil
 }
 
-// evalPolicy evaluates one policy and never panics.
-func (e *Engine) evalPolicy(ctx context.Context, cp *compiledPolicy, review *ast.Term, txn storage.Transaction, cancel topdown.Cancel) (out []Violation) {
+// evalPolicy evaluates one policy and never panics. Builtin errors are not strict: OPA records them and
+// treats the failing expression as undefined, as its default mode and Gatekeeper do, so the policy goes on
+// (usually to no violation). Cancellation (deadline, memory budget), the builtin size bounds (a Halt),
+// conflicts and malformed results still fail the policy.
+func (e *Engine) evalPolicy(ctx context.Context, cp *compiledPolicy, review *ast.Term, txn storage.Transaction, cancel topdown.Cancel, window *memoryWindow) (out []Violation) {
 	p := &cp.policy
 	fail := func(err error) []Violation {
 		e.log.Error(err, "policy evaluation failed", "policy", p.Name)
@@ -422,16 +444,29 @@ func (e *Engine) evalPolicy(ctx context.Context, cp *compiledPolicy, review *ast
 		WithMetrics(e.noMetrics).
 		WithIndexing(true).
 		WithEarlyExit(true).
-		WithStrictBuiltinErrors(true).
+		WithStrictBuiltinErrors(false).
 		WithVirtualCache(cache).
 		WithInput(ast.NewTerm(input)).
 		WithCancel(cancel)
+	// The builtin errors that made expressions undefined are collected only for the debug log.
+	var builtinErrs []topdown.Error
+	if debug := e.log.V(1); debug.Enabled() {
+		q = q.WithBuiltinErrorList(&builtinErrs)
+		defer func() {
+			for _, be := range builtinErrs {
+				debug.Info("builtin error made an expression undefined", "policy", p.Name, "error", be.Error())
+			}
+		}()
+	}
 	var term *ast.Term
 	err := q.Iter(ctx, func(qr topdown.QueryResult) error {
 		term = qr[pq.result]
 		return nil
 	})
 	if err != nil {
+		if stopped, growth := window.stopped(); stopped && topdown.IsCancel(err) {
+			return fail(&MemoryBudgetError{Policy: p.Name, Budget: int64(e.memory.budget), Growth: growth})
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil && topdown.IsCancel(err) {
 			if errors.Is(ctxErr, context.DeadlineExceeded) {
 				return fail(fmt.Errorf("policy %s did not finish within %s: %w", p.Name, e.evalTimeout, ctxErr))

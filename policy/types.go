@@ -196,8 +196,9 @@ type Violation struct {
 	Field string `json:"field,omitempty"`
 	// Details is the optional details object of the violation.
 	Details map[string]any `json:"details,omitempty"`
-	// Err is set when the policy could not be evaluated (compile failure, deadline, builtin error, malformed
-	// violation). Callers decide whether such a result denies (fail closed) or is only logged.
+	// Err is set when the policy could not be evaluated (compile failure, deadline, memory budget, a builtin
+	// size bound, malformed violation). A builtin that merely fails (to_number("zero")) is not an error: its
+	// expression is undefined. Callers decide whether such a result denies (fail closed) or is only logged.
 	Err error `json:"-"`
 }
 

@@ -11,7 +11,13 @@ test_expects_denial_wrongly if {
 	count(weight_cap.violation) == 1 with input as {"review": {"object": {"spec": {"weight": 40}}}, "parameters": {"maxWeight": 50}}
 }
 
-# Errors on purpose: to_number fails on a non-numeric string and builtin errors are raised.
-test_builtin_error if {
+# Undefined on purpose: to_number fails on a non-numeric string, which makes the expression
+# undefined (as in the engine), so this test fails.
+test_builtin_error_undefined if {
 	to_number(input.review.object.metadata.name) > 0 with input as {"review": {"object": {"metadata": {"name": "abc"}}}}
+}
+
+# Errors on purpose: a range over the engine's cap stops the evaluation.
+test_builtin_limit if {
+	count(numbers.range(1, input.n)) > 0 with input as {"n": 200000}
 }
