@@ -35,6 +35,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 )
 
 // ControllerName is the name of the Drifted condition controller (logs, metrics).
@@ -118,7 +119,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !nc.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	np, err := c.nodePoolOf(ctx, nc)
+	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
 	if err != nil || np == nil {
 		return reconcile.Result{}, err
 	}
@@ -199,23 +200,6 @@ func isTrue(nc *karpv1.NodeClaim, conditionType string) bool {
 	return c != nil && c.Status == metav1.ConditionTrue
 }
 
-// nodePoolOf returns the NodePool named by the NodeClaim's karpenter.sh/nodepool label, or nil
-// when there is no label or no such NodePool.
-func (c *Controller) nodePoolOf(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodePool, error) {
-	name := nc.Labels[karpv1.NodePoolLabelKey]
-	if name == "" {
-		return nil, nil
-	}
-	np := &karpv1.NodePool{}
-	if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, np); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("get nodepool %s of nodeclaim %s: %w", name, nc.Name, err)
-	}
-	return np, nil
-}
-
 // SetupWithManager registers the controller with mgr. It watches NodeClaims; NodePools whose
 // spec or annotations change (the hash controller writes the new hash after the spec changes),
 // which enqueue their NodeClaims; and the spec of the node classes of Options.NodeClassKinds the
@@ -224,7 +208,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&karpv1.NodeClaim{}).
-		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsOfNodePool),
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodeClaimRequests(c.kube)),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles})
 	logger := mgr.GetLogger().WithName(ControllerName)
@@ -245,20 +229,6 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
 	}
 	return nil
-}
-
-// nodeClaimsOfNodePool maps a NodePool to reconcile requests for the NodeClaims labelled with it.
-func (c *Controller) nodeClaimsOfNodePool(ctx context.Context, o client.Object) []reconcile.Request {
-	var ncs karpv1.NodeClaimList
-	if err := c.kube.List(ctx, &ncs, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "map nodepool to nodeclaims", "nodepool", o.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(ncs.Items))
-	for i := range ncs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs.Items[i])})
-	}
-	return reqs
 }
 
 // nodeClaimsOfNodeClass maps a node class of kind gk to the NodeClaims whose spec.nodeClassRef

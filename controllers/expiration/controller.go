@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 )
 
 // ControllerName is the name of the expiration controller (logs, metrics, events).
@@ -118,7 +119,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !nc.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	np, err := c.nodePoolOf(ctx, nc)
+	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -226,30 +227,13 @@ func (c *Controller) warn(np *karpv1.NodePool, pr problem) {
 	}
 }
 
-// nodePoolOf returns the NodePool named by the NodeClaim's karpenter.sh/nodepool label, or nil
-// when there is no label or no such NodePool.
-func (c *Controller) nodePoolOf(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodePool, error) {
-	name := nc.Labels[karpv1.NodePoolLabelKey]
-	if name == "" {
-		return nil, nil
-	}
-	np := &karpv1.NodePool{}
-	if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, np); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("get nodepool %s of nodeclaim %s: %w", name, nc.Name, err)
-	}
-	return np, nil
-}
-
 // SetupWithManager registers the controller with mgr. It watches NodeClaims, and NodePools whose
 // annotations change (or that come or go), which enqueue their NodeClaims.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&karpv1.NodeClaim{}).
-		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsOfNodePool),
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodeClaimRequests(c.kube)),
 			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
 		Complete(c)
@@ -257,18 +241,4 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
 	}
 	return nil
-}
-
-// nodeClaimsOfNodePool maps a NodePool to reconcile requests for the NodeClaims labelled with it.
-func (c *Controller) nodeClaimsOfNodePool(ctx context.Context, o client.Object) []reconcile.Request {
-	var ncs karpv1.NodeClaimList
-	if err := c.kube.List(ctx, &ncs, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "map nodepool to nodeclaims", "nodepool", o.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(ncs.Items))
-	for i := range ncs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ncs.Items[i])})
-	}
-	return reqs
 }
