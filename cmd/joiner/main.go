@@ -20,6 +20,7 @@ Commands:
   policy test    run the Rego unit tests (test_ rules) of a policy folder
   disruption plan
                  print what the next disruption passes would do, and why each other node is left alone
+  convert        convert legacy Karpenter manifests (v1alpha5, v1alpha1, v1beta1) to the v1 API
   version        print the version
 
 Run 'joiner <command> --help' for the flags of a command.
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runPolicy(ctx, args[1:], stdin, stdout, stderr)
 	case "disruption":
 		return runDisruption(ctx, args[1:], stdout, stderr)
+	case "convert":
+		return runConvert(args[1:], stdin, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "joiner: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -1,0 +1,173 @@
+package convert
+
+import (
+	"go.yaml.in/yaml/v3"
+)
+
+// betaNodePool converts a karpenter.sh/v1beta1 NodePool to v1: expireAfter moves into the template,
+// WhenUnderutilized becomes WhenEmptyOrUnderutilized, nodeClassRef gets a group, and kubelet
+// settings move to the EC2NodeClass.
+func (c *converter) betaNodePool(m *yaml.Node, rep *reporter) *object {
+	root := fieldsOf(m, "")
+	pool := typeMeta(root, apiV1, kindNodePool)
+	meta := c.metadata(rep, root, kindNodePool)
+	put(pool, meta.key, "metadata", meta.node)
+	sk, sv := root.take("spec")
+	rep.unknown(root, kindNodePool)
+	if !isMap(sv) {
+		rep.fail(sk, "spec", "missing; a NodePool needs a spec")
+		sv = newMap()
+	}
+	spec := fieldsOf(sv, "spec")
+	obj := &object{node: pool, kind: kindNodePool, name: meta.name, rep: rep, converted: true, primary: true}
+	out := newMap()
+	put(pool, sk, "spec", out)
+
+	tk, tv := spec.take("template")
+	tf := fieldsOf(tv, "spec.template")
+	template := newMap()
+	put(out, tk, "template", template)
+	if mk, mv := tf.take("metadata"); mv != nil {
+		mf := fieldsOf(mv, "spec.template.metadata")
+		tmeta := newMap()
+		if k, v := mf.take("labels"); v != nil {
+			put(tmeta, k, "labels", templateLabels(rep, v, "spec.template.metadata.labels"))
+		}
+		if k, v := mf.take("annotations"); isMap(v) {
+			renameAnnotations(rep, v, "spec.template.metadata.annotations")
+			put(tmeta, k, "annotations", v)
+		}
+		rep.unknown(mf, kindNodePool)
+		put(template, mk, "metadata", tmeta)
+	}
+	sKey, sVal := tf.take("spec")
+	rep.unknown(tf, kindNodePool)
+	if !isMap(sVal) {
+		rep.fail(firstNode(tk, sk), "spec.template.spec", "missing; a NodePool needs a template spec with requirements and nodeClassRef")
+	}
+	sf := fieldsOf(sVal, "spec.template.spec")
+	tspec := newMap()
+	put(template, sKey, "spec", tspec)
+	rk, rv := sf.take("requirements")
+	put(tspec, rk, "requirements", c.requirements(rep, firstNode(rk, sKey), rv, "spec.template.spec.requirements", false))
+	if k, v := sf.take("nodeClassRef"); v != nil {
+		ref := nodeClassRef(rep, v, "spec.template.spec.nodeClassRef")
+		put(tspec, k, "nodeClassRef", ref)
+		obj.classRef = ec2Ref(ref)
+	} else {
+		rep.fail(sKey, "spec.template.spec.nodeClassRef", "missing: v1 requires it; name the EC2NodeClass")
+	}
+	for _, key := range []string{"taints", "startupTaints"} {
+		if k, v := sf.take(key); v != nil {
+			put(tspec, k, key, v)
+		}
+	}
+	if k, v := sf.take("kubelet"); v != nil {
+		obj.kubelet = kubelet(rep, k, v, "spec.template.spec.kubelet")
+		obj.kubeletKey, obj.kubeletField = k, "spec.template.spec.kubelet"
+	}
+	if k, v := sf.take("resources"); v != nil {
+		rep.fail(k, "spec.template.spec.resources", "left out: v1 NodePool templates have no resources; NodeClaims get their "+
+			"requests from the pods they are launched for")
+	}
+	rep.unknown(sf, kindNodePool)
+
+	if dk, dv := spec.take("disruption"); dv != nil {
+		put(out, dk, "disruption", betaDisruption(rep, dk, dv, tspec))
+	}
+	for _, key := range []string{"limits", "weight"} {
+		if k, v := spec.take(key); v != nil {
+			put(out, k, key, v)
+		}
+	}
+	rep.unknown(spec, kindNodePool)
+	return obj
+}
+
+// betaDisruption converts a v1beta1 disruption block (v, key k) and moves its expireAfter into the
+// template spec tspec.
+func betaDisruption(rep *reporter, k, v, tspec *yaml.Node) *yaml.Node {
+	f := fieldsOf(v, "spec.disruption")
+	d := newMap()
+	if ek, ev := f.take("expireAfter"); ev != nil {
+		put(tspec, ek, "expireAfter", ev)
+	}
+	pk, pv := f.take("consolidationPolicy")
+	ak, av := f.take("consolidateAfter")
+	policy := ""
+	if pv != nil {
+		policy = pv.Value
+	}
+	switch policy {
+	case "", policyWhenUnderutilized:
+		put(d, pk, "consolidationPolicy", replacing(pv, str(policyWhenEmptyOrUnderutilized)))
+		if av != nil && av.Value != durationNever {
+			put(d, ak, "consolidateAfter", av)
+			break
+		}
+		put(d, ak, "consolidateAfter", replacing(av, str(durationZero)))
+		if av != nil {
+			rep.note(ak, "spec.disruption.consolidateAfter", "v1beta1 ignored Never with %s; wrote 0s, which is what it did",
+				policyWhenUnderutilized)
+		}
+	case policyWhenEmpty:
+		put(d, pk, "consolidationPolicy", pv)
+		if av != nil {
+			put(d, ak, "consolidateAfter", av)
+			break
+		}
+		set(d, "consolidateAfter", str(durationNever))
+		rep.note(firstNode(pk, k), "spec.disruption.consolidateAfter", "not set with WhenEmpty, which v1 requires; wrote Never, "+
+			"so empty nodes are not removed: set a duration if they should be")
+	default:
+		rep.fail(pv, "spec.disruption.consolidationPolicy", "%q is not a consolidation policy; written as is: use WhenEmpty or "+
+			"WhenEmptyOrUnderutilized", policy)
+		put(d, pk, "consolidationPolicy", pv)
+		if av != nil {
+			put(d, ak, "consolidateAfter", av)
+		}
+	}
+	if bk, bv := f.take("budgets"); bv != nil {
+		put(d, bk, "budgets", bv)
+	}
+	rep.unknown(f, kindNodePool)
+	return d
+}
+
+// betaNodeClaim converts a karpenter.sh/v1beta1 NodeClaim to v1. Joiner creates NodeClaims from
+// NodePools; one applied by hand launches a node. Its expireAfter is its NodePool's (see
+// nodeClaimExpiry).
+func (c *converter) betaNodeClaim(m *yaml.Node, rep *reporter) *object {
+	root := fieldsOf(m, "")
+	claim := typeMeta(root, apiV1, kindNodeClaim)
+	meta := c.metadata(rep, root, kindNodeClaim)
+	put(claim, meta.key, "metadata", meta.node)
+	sk, sv := root.take("spec")
+	rep.unknown(root, kindNodeClaim)
+	if !isMap(sv) {
+		rep.fail(sk, "spec", "missing; a NodeClaim needs a spec")
+		sv = newMap()
+	}
+	spec := fieldsOf(sv, "spec")
+	out := newMap()
+	put(claim, sk, "spec", out)
+	rk, rv := spec.take("requirements")
+	put(out, rk, "requirements", c.requirements(rep, firstNode(rk, sk), rv, "spec.requirements", false))
+	if k, v := spec.take("nodeClassRef"); v != nil {
+		put(out, k, "nodeClassRef", nodeClassRef(rep, v, "spec.nodeClassRef"))
+	} else {
+		rep.fail(sk, "spec.nodeClassRef", "missing: v1 requires it; name the EC2NodeClass")
+	}
+	for _, key := range []string{"taints", "startupTaints", "resources"} {
+		if k, v := spec.take(key); v != nil {
+			put(out, k, key, v)
+		}
+	}
+	if k, v := spec.take("kubelet"); v != nil {
+		rep.fail(k, "spec.kubelet", "left out: a v1 NodeClaim has no kubelet settings; they belong in the EC2NodeClass's "+
+			"spec.kubelet (a NodeClaim's spec cannot change once created)")
+	}
+	rep.unknown(spec, kindNodeClaim)
+	return &object{node: claim, kind: kindNodeClaim, name: meta.name, rep: rep, converted: true, primary: true,
+		nodePool: scalarAt(value(meta.node, "labels"), labelNodePool)}
+}
