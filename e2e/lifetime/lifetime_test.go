@@ -184,7 +184,9 @@ func TestTemplateLabelDriftReplacesOneAtATime(t *testing.T) {
 	cluster.WaitRunning(t, name, 3, 2*time.Minute)
 	old := names(framework.Live(cluster.NodeClaims(t, name)))
 	// A change outside the template drifts nothing.
-	patchPool(t, name, func(np *karpv1.NodePool) { np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: *resourceMust("100")} })
+	patchPool(t, name, func(np *karpv1.NodePool) {
+		np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: *resourceMust("100")}
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, nc := range cluster.NodeClaims(t, name) {

@@ -76,4 +76,3 @@ func (p *Planner) replaceOldest(ctx context.Context, ps *pass, plan *Plan, note 
 	}
 	return nil, nil
 }
-
