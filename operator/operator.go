@@ -29,6 +29,7 @@ import (
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/certs"
 	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/cloudprovider/admissioncatalog"
 	cpmetrics "github.com/joiner-dev/joiner/cloudprovider/metrics"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/policy"
@@ -92,6 +93,11 @@ type Options struct {
 	CloudProvider cloudprovider.Factory
 	// Controllers tune the controllers (TTLs, intervals, batching).
 	Controllers controllers.Options
+	// PolicyMemoryBudget bounds, in bytes, how much the heap may grow while the policy engine evaluates
+	// the policies of one review (policy.Options.MemoryBudget): a policy still running when it grows
+	// past it fails, which denies for a Deny policy. Zero means policy.DefaultMemoryBudget; a negative
+	// value disables the budget.
+	PolicyMemoryBudget int64
 	// Registerer receives every metric the operator declares; nil means controller-runtime's
 	// metrics.Registry, which the metrics endpoint serves.
 	Registerer prometheus.Registerer
@@ -199,7 +205,8 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	op := &Operator{Manager: mgr, opts: opts, Engine: policy.New(policy.Options{Logger: opts.Log.WithName("policy")})}
+	engine := policy.New(policy.Options{Logger: opts.Log.WithName("policy"), MemoryBudget: opts.PolicyMemoryBudget})
+	op := &Operator{Manager: mgr, opts: opts, Engine: engine}
 	if err := op.setupCerts(serving); err != nil {
 		return nil, err
 	}
@@ -283,7 +290,7 @@ func (op *Operator) setupWebhooks() error {
 	mgr := op.Manager
 	return webhooks.Register(mgr.GetWebhookServer(), webhooks.Dependencies{
 		Engine: op.Engine, Reader: mgr.GetClient(), Registerer: op.opts.Registerer,
-		InstanceTypes:    instanceTypeLister(op.CloudProvider),
+		InstanceTypes:    admissioncatalog.Lister(op.CloudProvider),
 		Logger:           op.opts.Log.WithName("webhooks"),
 		ExemptNamespaces: append(webhooks.DefaultExemptNamespaces(), op.opts.Namespace),
 		ExemptUsernames:  []string{"system:serviceaccount:" + op.opts.Namespace + ":joiner"},

@@ -23,39 +23,39 @@ type policyGate struct {
 	log      logr.Logger
 }
 
-// evaluate returns what the matching policies say about a review:
-//   - Deny violations deny, one line each formatted "[policy] message (field: path)";
-//   - Warn violations become warnings in the same format;
-//   - DryRun violations are only logged, counted and passed to the DryRunHook.
+// evaluate returns what the matching policies say about a review, as policy.Engine.Decide sorts it:
+//   - the Verdict's Denials deny, one line each formatted "[policy] message (field: path)": Deny
+//     violations and the failures of Deny policies (fail closed);
+//   - its Warnings become warnings in the same format;
+//   - what it Records (DryRun violations and failures) is only logged, counted and passed to the
+//     DryRunHook.
 //
-// A policy that fails to evaluate is treated according to its own action: a Deny policy denies (fail
-// closed), a Warn policy warns, a DryRun policy is only recorded. An engine error about the review itself
-// denies, since no policy could be checked.
+// An engine error about the review itself denies, since no policy could be checked.
 func (g *policyGate) evaluate(ctx context.Context, r policy.Review) findings {
 	var f findings
 	if g.engine == nil {
 		return f
 	}
-	vs, err := g.engine.Evaluate(ctx, r)
+	verdict, err := g.engine.Decide(ctx, r)
 	if err != nil {
 		g.log.Error(err, "policy evaluation failed", "kind", r.Kind.Kind, "name", r.Name, "namespace", r.Namespace)
 		g.metrics.evaluationFailed(r.Kind.Kind)
 		f.deny(fmt.Sprintf("ProvisioningPolicies could not be evaluated for %s %q: %v; the request is denied because policies fail closed, retry and check the joiner webhook logs if it persists", r.Kind.Kind, r.Name, err))
 		return f
 	}
-	var dryRun []policy.Violation
-	for _, v := range vs {
+	for _, v := range verdict.All() {
 		g.metrics.record(r.Kind.Kind, v)
-		switch v.Action {
-		case policy.ActionWarn:
-			f.warn(v.String())
-		case policy.ActionDryRun:
-			dryRun = append(dryRun, v)
-			g.log.Info("dry-run policy violation", "policy", v.Policy, "message", v.Message, "field", v.Field,
-				"error", v.IsError(), "kind", r.Kind.Kind, "name", r.Name, "namespace", r.Namespace, "operation", r.Operation)
-		default: // Deny, and anything unknown fails closed.
-			f.deny(v.String())
-		}
+	}
+	for _, v := range verdict.Denials() {
+		f.deny(v.String())
+	}
+	for _, v := range verdict.Warnings() {
+		f.warn(v.String())
+	}
+	dryRun := verdict.Recorded()
+	for _, v := range dryRun {
+		g.log.Info("dry-run policy violation", "policy", v.Policy, "message", v.Message, "field", v.Field,
+			"error", v.IsError(), "kind", r.Kind.Kind, "name", r.Name, "namespace", r.Namespace, "operation", r.Operation)
 	}
 	if len(dryRun) > 0 && g.onDryRun != nil {
 		g.onDryRun(ctx, r, dryRun)

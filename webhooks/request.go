@@ -46,8 +46,8 @@ func decodeRequest(req *admission.Request, wantKind string) (requestObjects, err
 	return objs, nil
 }
 
-// reviewOf turns an admission request into a policy review. It returns false for operations policies
-// cannot match (CONNECT).
+// reviewOf turns an admission request into a policy review with policy.BuildReview, the builder the
+// audit and the offline checks share. It returns false for operations policies cannot match (CONNECT).
 func reviewOf(req *admission.Request, objs requestObjects, namespaceLabels map[string]string) (policy.Review, bool) {
 	var op policy.Operation
 	switch req.Operation {
@@ -60,20 +60,6 @@ func reviewOf(req *admission.Request, objs requestObjects, namespaceLabels map[s
 	default:
 		return policy.Review{}, false
 	}
-	name := req.Name
-	if name == "" {
-		// On CREATE with generateName the request has no name yet.
-		src := objs.Object
-		if src == nil {
-			src = objs.Old
-		}
-		if meta, ok := childObject(src, "metadata"); ok {
-			name = stringAt(meta, "name")
-			if name == "" {
-				name = stringAt(meta, "generateName")
-			}
-		}
-	}
 	var extra map[string][]string
 	if len(req.UserInfo.Extra) > 0 {
 		extra = make(map[string][]string, len(req.UserInfo.Extra))
@@ -81,13 +67,13 @@ func reviewOf(req *admission.Request, objs requestObjects, namespaceLabels map[s
 			extra[k] = append([]string(nil), v...)
 		}
 	}
-	return policy.Review{
-		Kind:      policy.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind},
+	review, err := policy.BuildReview(policy.ReviewInput{
 		Operation: op,
-		Name:      name,
-		Namespace: req.Namespace,
 		Object:    objs.Object,
 		OldObject: objs.Old,
+		Kind:      policy.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind},
+		Name:      req.Name,
+		Namespace: req.Namespace,
 		UserInfo: policy.UserInfo{
 			Username: req.UserInfo.Username,
 			UID:      req.UserInfo.UID,
@@ -95,7 +81,9 @@ func reviewOf(req *admission.Request, objs requestObjects, namespaceLabels map[s
 			Extra:    extra,
 		},
 		NamespaceLabels: namespaceLabels,
-	}, true
+	})
+	// With the kind given, BuildReview cannot fail; decodeRequest already checked the objects.
+	return review, err == nil
 }
 
 // beingDeleted reports whether obj has a deletionTimestamp. Semantic checks are skipped for such objects

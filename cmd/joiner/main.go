@@ -16,7 +16,9 @@ const usage = `Usage: joiner <command> [flags]
 
 Commands:
   controller     run the operator: admission webhooks, certificates, policy and provisioning controllers
-  policy check   check manifests against ProvisioningPolicies offline (exit 1 on a Deny violation)
+  check          give manifests the cluster's full admission verdict offline: CRD schema and CEL rules,
+                 the webhooks' defaults and checks, and ProvisioningPolicies (exit 1 on a refusal)
+  policy check   check manifests against ProvisioningPolicies only (exit 1 on a Deny violation)
   policy test    run the Rego unit tests (test_ rules) of a policy folder
   disruption plan
                  print what the next disruption passes would do, and why each other node is left alone
@@ -51,6 +53,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	case "controller":
 		return runController(ctx, args[1:], stderr)
+	case "check":
+		return runCheck(ctx, args[1:], stdin, stdout, stderr)
 	case "policy":
 		return runPolicy(ctx, args[1:], stdin, stdout, stderr)
 	case "disruption":

@@ -58,10 +58,10 @@ func (r *Report) ExitCode() int {
 	return 0
 }
 
-// Check evaluates every object against the engine's policies, through the same Engine.Evaluate the
-// admission webhook uses. The NodePools and node classes among objects (see policy.InventoryKind) first
-// replace the engine's inventory, so cross-object policies see the same set of objects an audit of a
-// cluster holding them would.
+// Check evaluates every object against the engine's policies, with the review builder and the decision
+// the admission webhook and the audit use (policy.BuildReview, Engine.Decide). The NodePools and node
+// classes among objects (see policy.InventoryKind) first replace the engine's inventory, so cross-object
+// policies see the same set of objects an audit of a cluster holding them would.
 func Check(ctx context.Context, engine *policy.Engine, objects []Object, opts CheckOptions) (*Report, error) {
 	op := opts.Operation
 	if op == "" {
@@ -90,17 +90,16 @@ func Check(ctx context.Context, engine *policy.Engine, objects []Object, opts Ch
 		if op == policy.OperationDelete {
 			obj = nil
 		}
-		review, err := policy.NewReview(op, obj, old)
+		review, err := policy.BuildReview(policy.ReviewInput{Operation: op, Object: obj, OldObject: old})
 		if err == nil {
 			res.Name, res.Namespace = review.Name, review.Namespace
-			var vs []policy.Violation
-			vs, err = engine.Evaluate(ctx, review)
-			verdict := policy.NewVerdict(vs)
+			var verdict policy.Verdict
+			verdict, err = engine.Decide(ctx, review)
 			rep.Summary.Deny += len(verdict.Deny)
 			rep.Summary.Warn += len(verdict.Warn)
 			rep.Summary.DryRun += len(verdict.DryRun)
 			res.Errors = append(res.Errors, policy.Messages(verdict.Errors)...)
-			for _, v := range vs {
+			for _, v := range verdict.All() {
 				if !v.IsError() {
 					res.Violations = append(res.Violations, v)
 				}

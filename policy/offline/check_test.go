@@ -133,7 +133,7 @@ spec:
 func TestCheckErrorsFailTheRun(t *testing.T) {
 	ctx := context.Background()
 	e := policy.New(policy.Options{})
-	broken := policy.Policy{Name: "broken", EnforcementAction: policy.ActionWarn, Rego: "package b\n\nviolation contains {\"msg\": \"x\"} if { to_number(input.review.name) > 0 }\n"}
+	broken := policy.Policy{Name: "broken", EnforcementAction: policy.ActionWarn, Rego: "package b\n\nviolation contains {\"msg\": \"x\"} if { count(numbers.range(1, count(input.review.name) * 100000)) > 0 }\n"}
 	if err := e.SetPolicies(ctx, []policy.Policy{broken}); err != nil {
 		t.Fatal(err)
 	}
