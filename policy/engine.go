@@ -343,7 +343,7 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
 	set := e.set.Load()
 	var matched []*compiledPolicy
 	for _, cp := range set.policies {
-		if cp.matches(&r) {
+		if cp.matches(&r) && !r.Skip[cp.policy.Name] {
 			matched = append(matched, cp)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -945,5 +946,39 @@ func TestInventoryUpdateDuringSlowEvaluation(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("slow evaluation did not end")
+	}
+}
+
+// TestEvaluateSkip: a policy named in Review.Skip is left out even where it matches; the others are
+// evaluated as usual.
+func TestEvaluateSkip(t *testing.T) {
+	e := mustEngine(t, policy.Options{}, alwaysViolates("a", "from a"), alwaysViolates("b", "from b"))
+	obj := map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": map[string]any{"name": "np"}}
+	for _, tc := range []struct {
+		name string
+		skip map[string]bool
+		want []string
+	}{
+		{"nothing skipped", nil, []string{"a", "b"}},
+		{"one skipped", map[string]bool{"a": true}, []string{"b"}},
+		{"a name that is no policy", map[string]bool{"c": true}, []string{"a", "b"}},
+		{"both skipped", map[string]bool{"a": true, "b": true}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustReview(t, policy.OperationCreate, obj, nil)
+			r.Skip = tc.skip
+			vs, err := e.Evaluate(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.Policy)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("policies reported %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

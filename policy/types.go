@@ -143,6 +143,9 @@ type Review struct {
 	UserInfo UserInfo
 	// NamespaceLabels are the labels of the Pod's namespace, used by Match.NamespaceSelector. Only read for Pods.
 	NamespaceLabels map[string]string
+	// Skip names policies left out of this review even where they match (the audit leaves out the
+	// policies whose evaluations keep failing while they back off). Nil evaluates every matching policy.
+	Skip map[string]bool
 }
 
 // NewReview builds a review of obj (and old, for UPDATE and DELETE) taking the kind, name and namespace from

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -15,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/tenancy"
 )
 
 // PodTenancyValidator is the validating Pod handler (/validate/pod). For a Pod in a namespace bound to
@@ -87,110 +86,24 @@ func (v *PodTenancyValidator) failed(req *admission.Request, err error) admissio
 	return badRequest(err)
 }
 
-// tenancy checks one raw Pod against the NodePools its namespace is bound to.
+// tenancy checks one raw Pod against the NodePools its namespace is bound to, with the rule of package
+// tenancy. The NodePools are listed only when the Pod has tolerations to judge.
 func (v *PodTenancyValidator) tenancy(ctx context.Context, namespace string, pools []string, raw []byte) (findings, error) {
 	var f findings
 	var pod corev1.Pod
 	if err := json.Unmarshal(raw, &pod); err != nil {
 		return f, fmt.Errorf("decode pod in namespace %q: %w", namespace, err)
 	}
-	unbound := func(values []string) []string {
-		var out []string
-		for _, p := range values {
-			if !slices.Contains(pools, p) && !slices.Contains(out, p) {
-				out = append(out, p)
-			}
+	violations := tenancy.Selection(namespace, pools, &pod)
+	if len(pod.Spec.Tolerations) > 0 {
+		var list karpv1.NodePoolList
+		if err := v.reader.List(ctx, &list); err != nil {
+			return f, &lookupError{fmt.Errorf("list NodePools: %w", err)}
 		}
-		return out
+		violations = append(violations, tenancy.Tolerations(namespace, pools, &pod, list.Items)...)
 	}
-	notBound := func(field string, names []string) string {
-		return fmt.Sprintf("%s: NodePool %s is not bound to namespace %q (bound: %s); use only the bound NodePools",
-			field, strings.Join(names, ", "), namespace, poolList(pools))
-	}
-
-	if name, ok := pod.Spec.NodeSelector[karpv1.NodePoolLabelKey]; ok {
-		if names := unbound([]string{name}); len(names) > 0 {
-			f.deny(notBound(fmt.Sprintf("spec.nodeSelector[%s]", karpv1.NodePoolLabelKey), names))
-		}
-	}
-	if na := nodeAffinityOf(&pod); na != nil {
-		if req := na.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
-			for i, term := range req.NodeSelectorTerms {
-				for j, e := range term.MatchExpressions {
-					if e.Key == karpv1.NodePoolLabelKey && e.Operator == corev1.NodeSelectorOpIn {
-						if names := unbound(e.Values); len(names) > 0 {
-							f.deny(notBound(fmt.Sprintf("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d].matchExpressions[%d]", i, j), names))
-						}
-					}
-				}
-			}
-		}
-		for i, pref := range na.PreferredDuringSchedulingIgnoredDuringExecution {
-			for j, e := range pref.Preference.MatchExpressions {
-				if e.Key == karpv1.NodePoolLabelKey && e.Operator == corev1.NodeSelectorOpIn {
-					if names := unbound(e.Values); len(names) > 0 {
-						f.deny(notBound(fmt.Sprintf("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d].preference.matchExpressions[%d]", i, j), names))
-					}
-				}
-			}
-		}
-	}
-	if len(pod.Spec.Tolerations) == 0 {
-		return f, nil
-	}
-	foreign, err := v.foreignTaints(ctx, pools)
-	if err != nil {
-		return f, err
-	}
-	for i, tol := range pod.Spec.Tolerations {
-		for _, ft := range foreign {
-			if !tol.ToleratesTaint(logr.Discard(), &ft.taint, true) {
-				continue
-			}
-			if tol.Key == "" && tol.Operator == corev1.TolerationOpExists {
-				f.deny(fmt.Sprintf("spec.tolerations[%d]: operator Exists without a key tolerates every taint, including %s of NodePool %q, which is not bound to namespace %q; set the key of a bound NodePool's taint",
-					i, ft.taint.ToString(), ft.pool, namespace))
-			} else {
-				f.deny(fmt.Sprintf("spec.tolerations[%d]: tolerates %s, a taint only NodePool %q carries, which is not bound to namespace %q; remove the toleration",
-					i, ft.taint.ToString(), ft.pool, namespace))
-			}
-			break
-		}
+	for _, violation := range violations {
+		f.deny(violation.Message)
 	}
 	return f, nil
-}
-
-// foreignTaints returns the taints that only NodePools not bound to the namespace carry.
-func (v *PodTenancyValidator) foreignTaints(ctx context.Context, pools []string) ([]poolTaint, error) {
-	var list karpv1.NodePoolList
-	if err := v.reader.List(ctx, &list); err != nil {
-		return nil, &lookupError{fmt.Errorf("list NodePools: %w", err)}
-	}
-	slices.SortFunc(list.Items, func(a, b karpv1.NodePool) int { return strings.Compare(a.Name, b.Name) })
-	var own []corev1.Taint
-	for i := range list.Items {
-		if slices.Contains(pools, list.Items[i].Name) {
-			own = append(own, nodePoolTaints(&list.Items[i])...)
-		}
-	}
-	var foreign []poolTaint
-	for i := range list.Items {
-		np := &list.Items[i]
-		if slices.Contains(pools, np.Name) {
-			continue
-		}
-		for _, t := range nodePoolTaints(np) {
-			if !slices.ContainsFunc(own, func(o corev1.Taint) bool { return sameTaint(o, t) }) {
-				foreign = append(foreign, poolTaint{pool: np.Name, taint: t})
-			}
-		}
-	}
-	return foreign, nil
-}
-
-func nodeAffinityOf(pod *corev1.Pod) *corev1.NodeAffinity {
-	if pod.Spec.Affinity == nil {
-		return nil
-	}
-	return pod.Spec.Affinity.NodeAffinity
 }

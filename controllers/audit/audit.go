@@ -1,7 +1,9 @@
 // Package audit re-evaluates the objects already in the cluster against the ProvisioningPolicies,
 // periodically and whenever a policy changes, and reports what it finds in each policy's status, as
-// Events and as Prometheus metrics. It uses the same engine as the admission webhooks and only reads
-// the objects it audits.
+// Events and as Prometheus metrics. It uses the same engine as the admission webhooks, backs off a
+// policy whose evaluations keep failing, and checks Pods against the built-in NodePool tenancy rule
+// (package tenancy), which the fail-open Pod webhooks may have missed. It only reads the objects it
+// audits.
 package audit
 
 import (
@@ -58,9 +60,22 @@ type Auditor struct {
 	Clock  clock.Clock
 	Log    logr.Logger
 	Metric *Metrics
+	// ErrorBackoff is how long the audit leaves out a policy after a run in which evaluating it failed;
+	// it doubles with every further failing run, up to MaxErrorBackoff. Zero means twice the Interval.
+	ErrorBackoff time.Duration
+	// MaxErrorBackoff caps ErrorBackoff's doubling; zero means DefaultMaxErrorBackoff.
+	MaxErrorBackoff time.Duration
 
 	initOnce sync.Once // guards batcher: Trigger runs on other goroutines than Start
 	batcher  *batcher.Batcher
+
+	// mu serialises runs, which share what follows.
+	mu sync.Mutex
+	// backoff holds the policies whose evaluations failed; runs leave them out (policy.Review.Skip)
+	// until their backoff ends.
+	backoff map[string]*policyBackoff
+	// tenancy is what the last run reported about the built-in tenancy rule.
+	tenancy tenancyReport
 }
 
 // Trigger asks for a run soon; it never blocks.
@@ -71,11 +86,7 @@ func (a *Auditor) Trigger() {
 
 func (a *Auditor) init() {
 	a.initOnce.Do(func() {
-		interval := a.Interval
-		if interval <= 0 {
-			interval = DefaultInterval
-		}
-		a.batcher = &batcher.Batcher{Idle: triggerSettle, MaxDuration: triggerMaxDelay, Period: interval, Clock: a.clockOrReal()}
+		a.batcher = &batcher.Batcher{Idle: triggerSettle, MaxDuration: triggerMaxDelay, Period: a.interval(), Clock: a.clockOrReal()}
 	})
 }
 
@@ -120,16 +131,31 @@ func auditedKinds() []audited {
 	}
 }
 
-// RunOnce evaluates every audited object once and publishes the results.
+// RunOnce evaluates every audited object once and publishes the results: the ProvisioningPolicies'
+// (those backing off left out) and the built-in tenancy rule's. Runs are serialised.
 func (a *Auditor) RunOnce(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	clk := a.clockOrReal()
 	start := clk.Now()
-	nsLabels, err := a.namespaceLabels(ctx)
+	namespaces, err := a.namespaces(ctx)
 	if err != nil {
 		return err
 	}
+	policies := &joinerv1alpha1.ProvisioningPolicyList{}
+	if err := a.Client.List(ctx, policies); err != nil {
+		return fmt.Errorf("audit: list provisioningpolicies: %w", err)
+	}
+	skip := a.backingOff(policies.Items, start)
+	nsLabels := make(map[string]map[string]string, len(namespaces))
+	for i := range namespaces {
+		nsLabels[namespaces[i].Name] = namespaces[i].Labels
+	}
 	found := map[string][]joinerv1alpha1.AuditViolation{}
 	actions := map[string]policy.Action{}
+	failed := map[string]string{}
+	var pods []corev1.Pod
+	var nodePools []karpv1.NodePool
 	for _, k := range auditedKinds() {
 		list := k.list()
 		if err := a.Client.List(ctx, list); err != nil {
@@ -137,6 +163,12 @@ func (a *Auditor) RunOnce(ctx context.Context) error {
 				continue // a CRD that is not installed (e.g. EC2NodeClass on a local cluster)
 			}
 			return fmt.Errorf("audit: list %s: %w", k.gvk.Kind, err)
+		}
+		switch l := list.(type) {
+		case *corev1.PodList:
+			pods = l.Items
+		case *karpv1.NodePoolList:
+			nodePools = l.Items
 		}
 		items, err := listItems(list)
 		if err != nil {
@@ -147,19 +179,24 @@ func (a *Auditor) RunOnce(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			review, err := policy.NewReview(policy.OperationCreate, m, nil)
+			// The same input builder and decision as the webhook and the offline checks.
+			review, err := policy.BuildReview(policy.ReviewInput{Operation: policy.OperationCreate, Object: m})
 			if err != nil {
 				return fmt.Errorf("audit %s: %w", k.gvk.Kind, err)
 			}
 			review.NamespaceLabels = nsLabels[review.Namespace]
-			vs, err := a.Engine.Evaluate(ctx, review)
+			review.Skip = skip
+			verdict, err := a.Engine.Decide(ctx, review)
 			if err != nil {
 				return fmt.Errorf("audit %s %s: %w", k.gvk.Kind, review.Name, err)
 			}
-			for _, v := range vs {
+			for _, v := range verdict.All() {
 				msg := v.Message
 				if v.IsError() {
 					msg = "evaluation error: " + v.Err.Error()
+					if _, seen := failed[v.Policy]; !seen {
+						failed[v.Policy] = fmt.Sprintf("%s %s: %v", k.gvk.Kind, objectName(review.Namespace, review.Name), v.Err)
+					}
 				}
 				found[v.Policy] = append(found[v.Policy], joinerv1alpha1.AuditViolation{
 					Kind: k.gvk.Kind, Name: review.Name, Namespace: review.Namespace, Message: msg, Field: v.Field})
@@ -167,7 +204,14 @@ func (a *Auditor) RunOnce(ctx context.Context) error {
 			}
 		}
 	}
-	if err := a.publish(ctx, found, actions); err != nil {
+	a.recordFailures(policies.Items, skip, failed, start)
+	if a.Metric != nil {
+		a.Metric.Violations.Reset()
+	}
+	if err := a.publish(ctx, policies.Items, skip, found, actions); err != nil {
+		return err
+	}
+	if err := a.auditTenancy(ctx, namespaces, pods, nodePools); err != nil {
 		return err
 	}
 	if a.Metric != nil {
@@ -177,30 +221,37 @@ func (a *Auditor) RunOnce(ctx context.Context) error {
 	return nil
 }
 
-func (a *Auditor) namespaceLabels(ctx context.Context) (map[string]map[string]string, error) {
+// namespaces lists the cluster's Namespaces: their labels select Pod policies, their annotations bind
+// them to NodePools.
+func (a *Auditor) namespaces(ctx context.Context) ([]corev1.Namespace, error) {
 	nss := &corev1.NamespaceList{}
 	if err := a.Client.List(ctx, nss); err != nil {
 		return nil, fmt.Errorf("audit: list namespaces: %w", err)
 	}
-	out := make(map[string]map[string]string, len(nss.Items))
-	for _, ns := range nss.Items {
-		out[ns.Name] = ns.Labels
-	}
-	return out, nil
+	return nss.Items, nil
 }
 
-// publish writes each policy's audit status, and emits an Event when its count changes.
-func (a *Auditor) publish(ctx context.Context, found map[string][]joinerv1alpha1.AuditViolation, actions map[string]policy.Action) error {
-	policies := &joinerv1alpha1.ProvisioningPolicyList{}
-	if err := a.Client.List(ctx, policies); err != nil {
-		return fmt.Errorf("audit: list provisioningpolicies: %w", err)
+// objectName is "namespace/name", or name for a cluster-scoped object.
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
 	}
+	return namespace + "/" + name
+}
+
+// publish writes each policy's audit status, and emits an Event when its count changes. A policy left
+// out of this run (skip) keeps the status and count of the run that last evaluated it.
+func (a *Auditor) publish(ctx context.Context, policies []joinerv1alpha1.ProvisioningPolicy, skip map[string]bool,
+	found map[string][]joinerv1alpha1.AuditViolation, actions map[string]policy.Action) error {
 	now := metav1.NewTime(a.clockOrReal().Now())
-	if a.Metric != nil {
-		a.Metric.Violations.Reset()
-	}
-	for i := range policies.Items {
-		pp := &policies.Items[i]
+	for i := range policies {
+		pp := &policies[i]
+		if skip[pp.Name] {
+			if a.Metric != nil {
+				a.Metric.Violations.WithLabelValues(pp.Name, string(pp.Spec.EnforcementAction)).Set(float64(pp.Status.TotalViolations))
+			}
+			continue
+		}
 		vs := found[pp.Name]
 		sort.Slice(vs, func(i, j int) bool {
 			if vs[i].Kind != vs[j].Kind {

@@ -44,10 +44,16 @@ const (
 	regoNodeSelector = `violation contains {"msg": "no nodeSelector", "field": "spec.nodeSelector"} if {
 	not input.review.object.spec.nodeSelector
 }`
-	// regoNumericName fails to evaluate (to_number of a non-number, with strict builtin errors) for an
-	// object whose name is not a number, and reports a violation for one whose name is above 10.
+	// regoNumericName reports a violation for an object whose name is a number above 10, and fails to
+	// evaluate for one whose name is not a number: it then asks for a range over the engine's builtin
+	// size cap, which stops the evaluation (a failing to_number alone only makes its rule undefined).
 	regoNumericName = `violation contains {"msg": "name above 10"} if {
 	to_number(input.review.object.metadata.name) > 10
+}
+
+violation contains {"msg": "never"} if {
+	not regex.match("^[0-9]+$", input.review.object.metadata.name)
+	count(numbers.range(1, 200000 + count(input.review.object.metadata.name))) < 0
 }`
 	// regoDoesNotParse fails to compile; the engine keeps it installed and reports an error wherever it applies.
 	regoDoesNotParse = `violation contains {"msg": "x"} if {
@@ -346,7 +352,7 @@ func TestAuditRunOnce(t *testing.T) {
 			want: map[string]wantStatus{
 				"numeric-name": {total: 2, violations: []v1alpha1.AuditViolation{
 					{Kind: "NodePool", Name: "20", Message: "name above 10"},
-					{Kind: "NodePool", Name: "abc", Message: `evaluation error: policy numeric-name: spec.rego:4: eval_builtin_error: to_number: strconv.ParseFloat: parsing "abc": invalid syntax`},
+					{Kind: "NodePool", Name: "abc", Message: `evaluation error: policy numeric-name: spec.rego:9: eval_builtin_error: numbers.range would build 200003 elements; one builtin call may build at most 100000 elements: iterate over the reviewed object's own collections (some x in input.review.object...) instead of a range of numbers, or narrow the range`},
 				}},
 				"broken": {total: 1, violations: []v1alpha1.AuditViolation{
 					{Kind: "LocalNodeClass", Name: "local", Message: "evaluation error: policy broken: spec.rego:5:1: rego_parse_error: unexpected } token"},

@@ -1,12 +1,14 @@
 // Package provisioning turns pending pods into NodeClaims. It watches the pods kube-scheduler marks
 // Unschedulable, batches them, simulates scheduling against the existing nodes, the in-flight
 // NodeClaims and the NodePools (package scheduling), creates the NodeClaims the simulation plans,
-// and tells every pod it could not place why, with an Event. It launches nothing itself: the
-// NodeClaim lifecycle controller does.
+// and tells every pod it could not place why, with an Event. A pod of a namespace bound to NodePools
+// (package tenancy) is only ever planned onto those, whether or not the Pod webhooks saw it. It
+// launches nothing itself: the NodeClaim lifecycle controller does.
 package provisioning
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -44,8 +47,18 @@ const (
 	// Event reasons on pods.
 	ReasonNominated          = "Nominated"
 	ReasonFailedProvisioning = "FailedProvisioning"
-	maxEventNote             = 1000
+	// ReasonNodePoolInvalid is the reason of the Event on a NodePool whose ValidationSucceeded
+	// condition is False: the provisioner launches nothing from it until its spec is fixed.
+	ReasonNodePoolInvalid = "NodePoolInvalid"
+	maxEventNote          = 1000
 )
+
+// ErrNodeClaimsNotCreated is wrapped by the error of a round that could not create some of the
+// NodeClaims it planned; the provisioner retries such a round after a backoff.
+var ErrNodeClaimsNotCreated = errors.New("could not create every NodeClaim")
+
+// retryMin is the first wait before retrying a round that could not create every NodeClaim.
+const retryMin = time.Second
 
 // provisioningPeriod is how often the provisioner runs a round when nothing triggers it, so that
 // pods whose nomination expired are looked at again.
@@ -150,14 +163,43 @@ func (p *Provisioner) NeedLeaderElection() bool { return true }
 
 // Start provisions a batch at a time until ctx ends. A periodic round (every provisioningPeriod)
 // catches pods whose nomination expired.
+//
+// A round that could not create some of its NodeClaims (the apiserver or a webhook refused them)
+// is retried after a backoff that starts at retryMin and doubles up to provisioningPeriod, so that
+// pending pods do not wait for an unrelated trigger.
 func (p *Provisioner) Start(ctx context.Context) error {
 	p.batcher.Trigger()
+	var backoff time.Duration
 	for p.batcher.Wait(ctx) {
-		if err := p.Provision(ctx); err != nil && ctx.Err() == nil {
+		err := p.Provision(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if errors.Is(err, ErrNodeClaimsNotCreated) {
+			backoff = min(max(2*backoff, retryMin), provisioningPeriod)
+			p.Log.Info("retrying a provisioning round that could not create every NodeClaim", "in", backoff.String(), "error", err.Error())
+			p.retryAfter(ctx, backoff)
+			continue
+		}
+		backoff = 0
+		if err != nil {
 			p.Log.Error(err, "provisioning failed")
 		}
 	}
 	return nil
+}
+
+// retryAfter triggers a round after d, unless ctx ends first.
+func (p *Provisioner) retryAfter(ctx context.Context, d time.Duration) {
+	timer := p.Clock.NewTimer(d)
+	go func() {
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+		case <-timer.C():
+			p.batcher.Trigger()
+		}
+	}()
 }
 
 // Provision runs one round: read the cluster, simulate, create NodeClaims, report failures.
@@ -176,15 +218,19 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(0)
 		return nil
 	}
+	p.reportInvalidNodePools(state)
+	in.Pods = p.withTenancy(ctx, in.Pods, state)
 	results, err := scheduling.Solve(ctx, in)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("simulate scheduling: %w", err)
 	}
 	p.Metrics.SchedulingDuration.WithLabelValues(MetricsControllerName).Observe(p.Clock.Since(start).Seconds())
 	created := 0
+	var createErrs []error
 	for _, plan := range results.NewNodeClaims {
 		nc := plan.NodeClaim()
 		if err := p.Client.Create(ctx, nc); err != nil {
+			createErrs = append(createErrs, fmt.Errorf("nodepool %s: %w", plan.NodePool.Name, err))
 			p.Log.Error(err, "create NodeClaim", "nodepool", plan.NodePool.Name)
 			for _, pod := range plan.Pods {
 				p.event(pod, corev1.EventTypeWarning, ReasonFailedProvisioning, "could not create a NodeClaim from NodePool %q: %v", plan.NodePool.Name, err)
@@ -206,6 +252,9 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(float64(len(results.PodErrors)))
 	p.Log.V(1).Info("provisioning round", "pending", len(in.Pods), "nodeClaims", created, "unschedulable", len(results.PodErrors),
 		"existingNodes", len(results.ExistingNodes), "duration", p.Clock.Since(start).String())
+	if len(createErrs) > 0 {
+		return fmt.Errorf("%w: %d of %d: %w", ErrNodeClaimsNotCreated, len(createErrs), len(results.NewNodeClaims), errors.Join(createErrs...))
+	}
 	return nil
 }
 
@@ -247,7 +296,24 @@ func (p *Provisioner) nominate(pods []*corev1.Pod, nodeClaim string) {
 	}
 }
 
-func (p *Provisioner) event(pod *corev1.Pod, kind, reason, format string, args ...any) {
+// reportInvalidNodePools records, on every NodePool that BuildInput leaves out because its
+// ValidationSucceeded condition is False, why no capacity is launched from it.
+func (p *Provisioner) reportInvalidNodePools(s *ClusterState) {
+	for i := range s.NodePools {
+		np := &s.NodePools[i]
+		if !considered(np) {
+			continue
+		}
+		if c := failedValidation(np); c != nil {
+			p.event(np, corev1.EventTypeWarning, ReasonNodePoolInvalid,
+				"no capacity is launched from NodePool %s: its %s condition is False (%s): %s; fix its spec",
+				np.Name, karpv1.ConditionTypeValidationSucceeded, c.Reason, c.Message)
+		}
+	}
+}
+
+// event records an Event about obj (a pod, or a NodePool), its note cut to maxEventNote.
+func (p *Provisioner) event(obj runtime.Object, kind, reason, format string, args ...any) {
 	if p.Recorder == nil {
 		return
 	}
@@ -255,7 +321,7 @@ func (p *Provisioner) event(pod *corev1.Pod, kind, reason, format string, args .
 	if len(note) > maxEventNote {
 		note = note[:maxEventNote-3] + "..."
 	}
-	p.Recorder.Eventf(pod, nil, kind, reason, "Provision", "%s", note)
+	p.Recorder.Eventf(obj, nil, kind, reason, "Provision", "%s", note)
 }
 
 func summarize(names []string, n int) string {
