@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -61,9 +62,13 @@ func formatBytes(n int64) string {
 // memoryGuard watches the heap while evaluations run and cancels those during which it grew past the
 // budget. Each Evaluate opens a window (begin) with the heap size at that moment and closes it (end) when
 // its policies are done; one sampler goroutine, running only while windows are open (and for
-// memorySamplerIdle after), reads the heap every memorySampleInterval and cancels every open window whose
-// growth exceeds the budget. The heap belongs to the whole process, so the growth is not attributed to one
-// evaluation: every window open at that moment is cancelled, which is the safe side for a memory limit.
+// memorySamplerIdle after), reads the heap every memorySampleInterval and, once the heap has grown past the
+// budget from the lowest start of the open windows, cancels every open window. A window's start follows the
+// heap down (garbage collected while it is open is not its budget), so garbage that earlier evaluations left
+// behind cannot hide new growth. The heap belongs to the whole process, so the growth is not attributed to
+// one evaluation: every window open at that moment is cancelled, which is the safe side for a memory limit.
+// When the last cancelled window closes, a collection is started, so that what the stopped evaluations
+// built does not count in the next window's start.
 type memoryGuard struct {
 	budget   uint64 // 0: disabled
 	interval time.Duration
@@ -132,7 +137,18 @@ func (g *memoryGuard) end(w *memoryWindow) {
 	}
 	g.mu.Lock()
 	delete(g.windows, w)
+	collect := w.exceeded.Load()
+	for o := range g.windows {
+		if o.exceeded.Load() {
+			collect = false // the last stopped evaluation to end collects
+		}
+	}
 	g.mu.Unlock()
+	if collect {
+		// What the stopped evaluations built is garbage now; collect it before the next evaluation
+		// counts it in its start.
+		go runtime.GC()
+	}
 }
 
 // sample reads the heap every interval and cancels the windows over budget, until no window has been open
@@ -157,11 +173,18 @@ func (g *memoryGuard) sample() {
 			continue
 		}
 		idle = 0
+		base := heap
 		for w := range g.windows {
-			if heap > w.start && heap-w.start > g.budget && !w.exceeded.Load() {
-				w.growth.Store(heap - w.start)
-				w.exceeded.Store(true)
-				w.cancel.Cancel()
+			w.start = min(w.start, heap) // garbage collected while w is open is not w's budget
+			base = min(base, w.start)
+		}
+		if heap-base > g.budget {
+			for w := range g.windows {
+				if !w.exceeded.Load() {
+					w.growth.Store(heap - base)
+					w.exceeded.Store(true)
+					w.cancel.Cancel()
+				}
 			}
 		}
 		g.mu.Unlock()
