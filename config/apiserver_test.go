@@ -111,14 +111,15 @@ spec:
 		}{
 			{"create", "nodeclaims.karpenter.sh", "", true},
 			{"patch", "nodepools.karpenter.sh/general", "", true},
-			{"update", "nodeclaims.karpenter.sh|status", "", true},
-			{"update", "nodepools.karpenter.sh|status", "", true},
+			{"patch", "nodeclaims.karpenter.sh|status", "", true},
+			{"patch", "nodepools.karpenter.sh|status", "", true},
 			{"update", "nodeclaims.karpenter.sh|finalizers", "", true},
+			{"patch", "localnodeclasses.joiner.dev|status", "", true},
 			{"create", "pods|eviction", "team-a", true},
 			{"delete", "nodes", "", true},
 			{"create", "events", "default", true},
-			{"patch", "validatingwebhookconfigurations/joiner-validation", "", true},
-			{"patch", "mutatingwebhookconfigurations/joiner-pod-tenancy", "", true},
+			{"update", "validatingwebhookconfigurations/joiner-validation", "", true},
+			{"update", "mutatingwebhookconfigurations/joiner-pod-tenancy", "", true},
 			{"get", "secrets/joiner-webhook-cert", "joiner-system", true},
 			{"create", "secrets", "joiner-system", true},
 			{"update", "leases.coordination.k8s.io/joiner", "joiner-system", true},
@@ -135,7 +136,27 @@ spec:
 			{"get", "nodes|proxy", "", false},
 			{"update", "deployments.apps", "joiner-system", false},
 			{"delete", "nodepools.karpenter.sh/general", "", false},
+			// Writes no code makes (issue 13): the objects Joiner's webhooks exempt it from are only
+			// patched where a controller needs it, and never updated.
+			{"update", "nodepools.karpenter.sh/general", "", false},
+			{"update", "nodeclaims.karpenter.sh", "", false},
+			// The EC2NodeClass controller patches its hash annotations and finalizer, and its status.
+			{"patch", "ec2nodeclasses.karpenter.k8s.aws", "", true},
+			{"update", "ec2nodeclasses.karpenter.k8s.aws", "", false},
+			{"patch", "ec2nodeclasses.karpenter.k8s.aws|status", "", true},
+			{"patch", "localnodeclasses.joiner.dev", "", false},
+			{"update", "localnodeclasses.joiner.dev", "", false},
+			{"update", "nodeclaims.karpenter.sh|status", "", false},
+			{"update", "nodes", "", false},
+			{"patch", "validatingwebhookconfigurations/joiner-validation", "", false},
+			{"patch", "leases.coordination.k8s.io/joiner", "joiner-system", false},
 			{"update", "clusterroles.rbac.authorization.k8s.io", "", false},
+			// Volume topology lists and watches claims, volumes and StorageClasses through the
+			// cache: never one by one, never a write.
+			{"list", "persistentvolumeclaims", "team-a", true},
+			{"watch", "storageclasses.storage.k8s.io", "", true},
+			{"get", "persistentvolumes/pv-1", "", false},
+			{"update", "persistentvolumeclaims", "team-a", false},
 		}
 		for _, tt := range tests {
 			resource, sub, _ := strings.Cut(tt.resource, "|")

@@ -144,7 +144,7 @@ func drain(r *events.FakeRecorder) []string {
 func TestPolicyReconcilerCompiles(t *testing.T) {
 	const (
 		parseError = "policy cap-weight: spec.rego:5:1: rego_parse_error: unexpected } token"
-		httpError  = "policy cap-weight: spec.rego:4:2: rego_type_error: builtin http.send is not allowed: policies may not call network, clock, random, UUID or runtime builtins (http.*, net.*, rand.*, uuid.*, time.now_ns, opa.runtime, or any OPA marks non-deterministic), so that the webhook, audit and offline check always agree; derive the value from input.review, input.parameters or data.inventory instead"
+		httpError  = "policy cap-weight: spec.rego:4:2: rego_type_error: builtin http.send is not allowed: policies may not call network, clock, random, UUID or runtime builtins (http.*, net.* other than net.cidr_contains, net.cidr_contains_matches, net.cidr_intersects, net.cidr_is_valid, net.cidr_merge, rand.*, uuid.*, time.now_ns, opa.runtime, or any OPA marks non-deterministic), so that the webhook, audit and offline check always agree; derive the value from input.review, input.parameters or data.inventory instead"
 		ruleError  = "policy cap-weight: spec.rego: no rule \"violation\" in package t.cap_weight; add `violation contains {\"msg\": msg} if { ... }`"
 		specError  = "spec: convert ProvisioningPolicy \"cap-weight\": spec.parameters: must be an object, got an array; write named parameters such as {allowedTeams: [a, b]}"
 	)

@@ -158,11 +158,14 @@ type labelValue = string
 // +kubebuilder:object:generate=false
 type TemplateObjectMeta struct {
 	// Labels are added to each NodeClaim and Node. The karpenter.sh domain (except
-	// karpenter.sh/capacity-type), karpenter.sh/nodepool and kubernetes.io/hostname are reserved.
+	// karpenter.sh/capacity-type), karpenter.sh/nodepool and kubernetes.io/hostname are reserved,
+	// and so is the karpenter.k8s.aws domain except the AWS provider's well-known labels (the
+	// rule its CRDs add).
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:rule=`self.all(x, x in ["karpenter.sh/capacity-type", "karpenter.sh/nodepool"] || !x.find("^([^/]+)").endsWith("karpenter.sh"))`,message=`label domain "karpenter.sh" is restricted`
 	// +kubebuilder:validation:XValidation:rule=`self.all(x, x != "karpenter.sh/nodepool")`,message=`label "karpenter.sh/nodepool" is restricted`
 	// +kubebuilder:validation:XValidation:rule=`self.all(x, x != "kubernetes.io/hostname")`,message=`label "kubernetes.io/hostname" is restricted`
+	// +kubebuilder:validation:XValidation:rule=`self.all(x, x in ["karpenter.k8s.aws/instance-tenancy", "karpenter.k8s.aws/capacity-reservation-type", "karpenter.k8s.aws/capacity-reservation-id", "karpenter.k8s.aws/ec2nodeclass", "karpenter.k8s.aws/instance-encryption-in-transit-supported", "karpenter.k8s.aws/instance-category", "karpenter.k8s.aws/instance-hypervisor", "karpenter.k8s.aws/instance-family", "karpenter.k8s.aws/instance-generation", "karpenter.k8s.aws/instance-local-nvme", "karpenter.k8s.aws/instance-size", "karpenter.k8s.aws/instance-cpu", "karpenter.k8s.aws/instance-cpu-manufacturer", "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", "karpenter.k8s.aws/instance-memory", "karpenter.k8s.aws/instance-ebs-bandwidth", "karpenter.k8s.aws/instance-network-bandwidth", "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-manufacturer", "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name", "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count", "karpenter.k8s.aws/instance-capability-flex"] || !x.find("^([^/]+)").endsWith("karpenter.k8s.aws"))`,message=`label domain "karpenter.k8s.aws" is restricted`
 	// +mapType=atomic
 	// +optional
 	Labels map[string]labelValue `json:"labels,omitempty"`

@@ -16,13 +16,16 @@ const (
 // NodeSelectorRequirementWithMinValues is a node selector requirement (key, operator, values) with
 // an optional minimum number of distinct values the scheduler must keep available for the key.
 // NodePool templates and NodeClaims share it; the NodePool-only ban on the key
-// "karpenter.sh/nodepool" is attached where NodePool lists its requirements.
+// "karpenter.sh/nodepool" is attached where NodePool lists its requirements. The key rules are
+// core Karpenter's (karpenter.sh domain, kubernetes.io/hostname) and the AWS provider's, which
+// patches both CRDs to refuse a karpenter.k8s.aws key that is not one of its well-known labels.
 type NodeSelectorRequirementWithMinValues struct {
 	// Key is the label key the requirement applies to.
 	// +kubebuilder:validation:MaxLength=316
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
 	// +kubebuilder:validation:XValidation:rule=`self in ["karpenter.sh/capacity-type", "karpenter.sh/nodepool"] || !self.find("^([^/]+)").endsWith("karpenter.sh")`,message=`label domain "karpenter.sh" is restricted`
 	// +kubebuilder:validation:XValidation:rule=`self != "kubernetes.io/hostname"`,message=`label "kubernetes.io/hostname" is restricted`
+	// +kubebuilder:validation:XValidation:rule=`self in ["karpenter.k8s.aws/instance-tenancy", "karpenter.k8s.aws/capacity-reservation-type", "karpenter.k8s.aws/capacity-reservation-id", "karpenter.k8s.aws/ec2nodeclass", "karpenter.k8s.aws/instance-encryption-in-transit-supported", "karpenter.k8s.aws/instance-category", "karpenter.k8s.aws/instance-hypervisor", "karpenter.k8s.aws/instance-family", "karpenter.k8s.aws/instance-generation", "karpenter.k8s.aws/instance-local-nvme", "karpenter.k8s.aws/instance-size", "karpenter.k8s.aws/instance-cpu", "karpenter.k8s.aws/instance-cpu-manufacturer", "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", "karpenter.k8s.aws/instance-memory", "karpenter.k8s.aws/instance-ebs-bandwidth", "karpenter.k8s.aws/instance-network-bandwidth", "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-manufacturer", "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name", "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count", "karpenter.k8s.aws/instance-capability-flex"] || !self.find("^([^/]+)").endsWith("karpenter.k8s.aws")`,message=`label domain "karpenter.k8s.aws" is restricted`
 	// +required
 	Key string `json:"key"`
 
