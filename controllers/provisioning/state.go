@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,7 +67,8 @@ func (p *Provisioner) input(ctx context.Context, s *ClusterState, nominated map[
 // BuildInput turns the cluster state into a scheduling input: the pending pods that are not
 // already nominated to an in-flight NodeClaim, the existing nodes and in-flight NodeClaims with
 // the pods bound or nominated to them (nodes and NodeClaims being deleted are left out), the usable
-// NodePools with their instance types and remaining limits, and one pod per DaemonSet. The
+// NodePools (not deleting, not static, ValidationSucceeded and Ready not False, instance types
+// available) with their instance types and remaining limits, and one pod per DaemonSet. The
 // provisioner and the disruption controller both simulate from it, so they agree on where a pod
 // fits.
 func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterState, nominated map[types.UID]string, opts scheduling.Options, log logr.Logger) (scheduling.Input, error) {
@@ -132,7 +134,11 @@ func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterS
 
 	for i := range s.NodePools {
 		np := &s.NodePools[i]
-		if np.DeletionTimestamp != nil || np.Spec.Replicas != nil {
+		if !considered(np) {
+			continue
+		}
+		if c := failedValidation(np); c != nil {
+			log.V(1).Info("ignoring NodePool, its validation failed", "nodepool", np.Name, "reason", c.Reason, "message", c.Message)
 			continue
 		}
 		if c := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeReady); c != nil && c.Status == "False" {
@@ -158,6 +164,23 @@ func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterS
 		})
 	}
 	return in, nil
+}
+
+// considered reports whether provisioning launches NodeClaims from the NodePool at all: not while
+// it is being deleted, and never for a static NodePool (spec.replicas), which its own controller
+// scales.
+func considered(np *karpv1.NodePool) bool {
+	return np.DeletionTimestamp == nil && np.Spec.Replicas == nil
+}
+
+// failedValidation returns the NodePool's ValidationSucceeded condition when it is False: its spec
+// failed validation, and no capacity is launched from it until it passes. The NodePool controller
+// computes the condition.
+func failedValidation(np *karpv1.NodePool) *metav1.Condition {
+	if c := np.StatusCondition(karpv1.ConditionTypeValidationSucceeded); c != nil && c.Status == metav1.ConditionFalse {
+		return c
+	}
+	return nil
 }
 
 // remaining is what is left of a NodePool's limits after its NodeClaims, launched or in flight.

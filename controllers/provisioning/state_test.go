@@ -496,10 +496,12 @@ func TestInput(t *testing.T) {
 			}},
 		},
 		{
-			name: "static, not ready, deleting NodePools and those without instance types are skipped",
+			name: "static, invalid, not ready, deleting NodePools and those without instance types are skipped",
 			state: ClusterState{NodePools: []karpv1.NodePool{
 				testNodePool("plain"),
 				testNodePool("static", poolStatic),
+				testNodePool("invalid", poolCondition(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionFalse, "Invalid", "bad"),
+					poolReady(metav1.ConditionTrue)),
 				testNodePool("not-ready", poolReady(metav1.ConditionFalse)),
 				testNodePool("ready", poolReady(metav1.ConditionTrue)),
 				testNodePool("readiness-unknown", poolReady(metav1.ConditionUnknown)),
