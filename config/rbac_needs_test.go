@@ -146,7 +146,6 @@ var dynamicCalls = []struct {
 	{"certs/rotator.go:Rotator.inject", "update", []string{"admissionregistration.k8s.io/mutatingwebhookconfigurations", "admissionregistration.k8s.io/validatingwebhookconfigurations"}},
 	{"certs/webhookconfig.go:getConfig", "get", []string{"admissionregistration.k8s.io/mutatingwebhookconfigurations", "admissionregistration.k8s.io/validatingwebhookconfigurations"}},
 	{"controllers/audit/audit.go:Auditor.RunOnce", "list", auditedResources},
-	{"controllers/audit/backoff.go:Auditor.engineFor", "list", auditedResources},
 	{"controllers/provisioning/state.go:ReadClusterState", "list", []string{"/pods", "/nodes", "karpenter.sh/nodeclaims", "karpenter.sh/nodepools", "apps/daemonsets",
 		"/persistentvolumeclaims", "/persistentvolumes", "storage.k8s.io/storageclasses"}},
 	{"controllers/nodepool/readiness.go:Controller.nodeClassReadiness", "get", []string{"karpenter.k8s.aws/ec2nodeclasses", "joiner.dev/localnodeclasses"}},
