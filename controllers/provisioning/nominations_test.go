@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -80,6 +81,17 @@ func TestCurrentNominations(t *testing.T) {
 			pods:        []corev1.Pod{testPod("p")},
 			claims:      append([]karpv1.NodeClaim{testNodeClaim("nc-deleting", "a", claimDeleting)}, liveClaims...),
 			want:        map[types.UID]string{},
+		},
+		{
+			// kube-scheduler may have filled the node with other pods: the pod is judged afresh
+			// against the pods bound there.
+			name:        "dropped once its NodeClaim is Initialized",
+			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc-ready", time.Minute}},
+			pods:        []corev1.Pod{testPod("p")},
+			claims: append([]karpv1.NodeClaim{testNodeClaim("nc-ready", "a", func(nc *karpv1.NodeClaim) {
+				nc.Status.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue}}
+			})}, liveClaims...),
+			want: map[types.UID]string{},
 		},
 		{
 			name:        "kept up to the TTL",

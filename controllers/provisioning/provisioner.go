@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -258,13 +259,19 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	return nil
 }
 
-// currentNominations drops nominations whose pod is bound or gone, whose NodeClaim is gone, or
-// that expired, and returns the rest.
+// currentNominations drops nominations whose pod is bound or gone, whose NodeClaim is gone or
+// Initialized, or that expired, and returns the rest.
 func (p *Provisioner) currentNominations(s *ClusterState) map[types.UID]string {
+	// Only NodeClaims in flight hold nominations: once one is Initialized its Node is there to
+	// schedule on, kube-scheduler binds whichever pods it picks, and the simulation sees the pods
+	// actually bound to it. A nomination kept past that would count a pod kube-scheduler placed
+	// elsewhere (or not yet) on a node it may have filled with others, and no capacity would be
+	// launched for that pod until the nomination expired.
 	claims := map[string]bool{}
 	for i := range s.NodeClaims {
-		if s.NodeClaims[i].DeletionTimestamp == nil {
-			claims[s.NodeClaims[i].Name] = true
+		nc := &s.NodeClaims[i]
+		if nc.DeletionTimestamp == nil && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			claims[nc.Name] = true
 		}
 	}
 	pending := map[types.UID]bool{}
