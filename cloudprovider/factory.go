@@ -3,6 +3,7 @@ package cloudprovider
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
@@ -12,6 +13,15 @@ import (
 type Controller interface {
 	// SetupWithManager registers the controller with mgr.
 	SetupWithManager(mgr manager.Manager) error
+}
+
+// InstrumentedController is a Controller with Prometheus metrics of its own. The operator calls
+// RegisterMetrics with its registerer (nil when metrics are off) before SetupWithManager, so the
+// provider's metrics are served, and listed, with the operator's.
+type InstrumentedController interface {
+	Controller
+	// RegisterMetrics registers the controller's metrics with reg; a nil reg registers none.
+	RegisterMetrics(reg prometheus.Registerer) error
 }
 
 // Factory builds a provider on the operator's cached client, once the manager exists. ctx bounds

@@ -66,7 +66,8 @@ type Options struct {
 type Dependencies struct {
 	// CloudProvider launches, finds, lists and terminates instances. Required.
 	CloudProvider cloudprovider.CloudProvider
-	// ProviderControllers are the controllers the provider owns (its node class's status).
+	// ProviderControllers are the controllers the provider owns (its node class's status, ...);
+	// those that are cloudprovider.InstrumentedController register their metrics with Registerer.
 	ProviderControllers []cloudprovider.Controller
 	// Engine is the policy engine that policy sync compiles into and the audit evaluates with.
 	// Required by Register; RegisterNodeLifecycle does not use it.
@@ -95,6 +96,11 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 	}
 	deps = deps.withDefaults()
 	for _, c := range deps.ProviderControllers {
+		if ic, ok := c.(cloudprovider.InstrumentedController); ok {
+			if err := ic.RegisterMetrics(deps.Registerer); err != nil {
+				return fmt.Errorf("register the cloud provider's controllers: %w", err)
+			}
+		}
 		if err := c.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("register the cloud provider's controllers: %w", err)
 		}

@@ -9,11 +9,14 @@ import (
 	"sync"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/cloudprovider/aws"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/testbed"
@@ -23,8 +26,8 @@ import (
 // what it registered. Vector metrics have no series before they are used, so the list comes from
 // the registered collectors' descriptions rather than from a scrape.
 func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
-	// wantMetrics is every metric the operator registers, as "name type {labels}" with the labels
-	// sorted. The README's Metrics section lists the same. Names and labels of the karpenter_ ones
+	// wantMetrics is every metric the operator registers with any provider, as "name type
+	// {labels}" with the labels sorted. The README's Metrics section lists the same, and awsMetrics. Names and labels of the karpenter_ ones
 	// follow Karpenter v1.14, so that its dashboards and alerts work unchanged: renaming one by
 	// accident must fail here.
 	wantMetrics := []string{
@@ -65,45 +68,71 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 		"joiner_webhook_policy_evaluation_errors_total counter {action,kind,policy}",
 		"joiner_webhook_policy_violations_total counter {action,kind,policy}",
 	}
+	// awsMetrics are registered only by the AWS provider's controllers: the interruption
+	// controller's, with an interruption queue.
+	awsMetrics := []string{
+		"karpenter_interruption_deleted_messages_total counter {}",
+		"karpenter_interruption_message_queue_duration_seconds histogram {}",
+		"karpenter_interruption_received_messages_total counter {message_type}",
+	}
 	env := testbed.StartForTest(t, testbed.Options{CRDDirs: []string{"../config/crd/bases"}})
-	reg := &recordingRegisterer{Registry: prometheus.NewRegistry()}
-	_, err := operator.New(env.Config, operator.Options{
-		CloudProvider: cloudprovider.Static(fake.New()),
-		Registerer:    reg,
-		MetricsAddr:   "0",
-		ProbeAddr:     "0",
-		Namespace:     "joiner-metrics-test",
-		Log:           testr.New(t),
-	})
-	if err != nil {
-		t.Fatalf("build the operator: %v", err)
+	all := slices.Sorted(slices.Values(append(slices.Clone(wantMetrics), awsMetrics...)))
+	if readme := readmeMetrics(t, "../README.md"); !slices.Equal(readme, all) {
+		t.Errorf("the README's Metrics table does not match what the operator registers with the AWS provider:\nREADME:     %q\nregistered: %q", readme, all)
 	}
-	got := reg.describe(t)
-	want := slices.Sorted(slices.Values(wantMetrics))
-	if !slices.Equal(got, want) {
-		for _, m := range got {
-			if !slices.Contains(want, m) {
-				t.Errorf("registered but not documented: %s", m)
-			}
-		}
-		for _, m := range want {
-			if !slices.Contains(got, m) {
-				t.Errorf("documented but not registered: %s", m)
-			}
-		}
+	awsConfig := awssdk.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("metrics", "test", "")}
+	tests := []struct {
+		name     string
+		provider cloudprovider.Factory
+		want     []string
+	}{
+		{name: "fake", provider: cloudprovider.Static(fake.New()), want: wantMetrics},
+		// Building the AWS provider calls no AWS API.
+		{name: "aws", want: all, provider: aws.Factory(aws.FactoryOptions{
+			Options: aws.Options{ClusterName: "metrics", ClusterEndpoint: "https://127.0.0.1", ClusterCABundle: "Q0E=", ServiceCIDR: "10.96.0.0/12"},
+			Config:  &awsConfig, InterruptionQueue: "metrics-interruption",
+		})},
 	}
-	if readme := readmeMetrics(t, "../README.md"); !slices.Equal(readme, want) {
-		t.Errorf("the README's Metrics table does not match what the operator registers:\nREADME:     %q\nregistered: %q", readme, want)
-	}
-	// Every collector must describe a metric: one that describes none escapes the list above.
-	if families, err := reg.Gather(); err != nil {
-		t.Errorf("gather: %v", err)
-	} else {
-		for _, f := range families {
-			if name := f.GetName(); !slices.ContainsFunc(want, func(m string) bool { return strings.HasPrefix(m, name+" ") }) {
-				t.Errorf("gathered undocumented metric %s", name)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := &recordingRegisterer{Registry: prometheus.NewRegistry()}
+			_, err := operator.New(env.Config, operator.Options{
+				CloudProvider:                tt.provider,
+				Registerer:                   reg,
+				MetricsAddr:                  "0",
+				ProbeAddr:                    "0",
+				Namespace:                    "joiner-metrics-test",
+				Log:                          testr.New(t),
+				SkipControllerNameValidation: true,
+			})
+			if err != nil {
+				t.Fatalf("build the operator: %v", err)
 			}
-		}
+			got := reg.describe(t)
+			want := slices.Sorted(slices.Values(tt.want))
+			if !slices.Equal(got, want) {
+				for _, m := range got {
+					if !slices.Contains(want, m) {
+						t.Errorf("registered but not documented: %s", m)
+					}
+				}
+				for _, m := range want {
+					if !slices.Contains(got, m) {
+						t.Errorf("documented but not registered: %s", m)
+					}
+				}
+			}
+			// Every collector must describe a metric: one that describes none escapes the list above.
+			if families, err := reg.Gather(); err != nil {
+				t.Errorf("gather: %v", err)
+			} else {
+				for _, f := range families {
+					if name := f.GetName(); !slices.ContainsFunc(want, func(m string) bool { return strings.HasPrefix(m, name+" ") }) {
+						t.Errorf("gathered undocumented metric %s", name)
+					}
+				}
+			}
+		})
 	}
 }
 

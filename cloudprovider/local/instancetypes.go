@@ -79,14 +79,13 @@ func maxPods(t *catalog.InstanceType) int {
 }
 
 // overheadOf returns the reservations of a node of the catalog type, by the AWS provider's
-// formulas: kube-reserved cpu 6% of the first core, 1% of the second, 0.5% of the third and
-// fourth and 0.25% of each further one (rounded up to a millicore); kube-reserved memory
+// formulas: kube-reserved cpu by cloudprovider.KubeReservedMilliCPU; kube-reserved memory
 // 11 MiB per pod plus 255 MiB; kube-reserved ephemeral storage 1Gi; no system-reserved; and
 // evictionHard memory 100Mi and ephemeral storage 10% of the root volume.
 func overheadOf(t *catalog.InstanceType) cloudprovider.Overhead {
 	return cloudprovider.Overhead{
 		KubeReserved: corev1.ResourceList{
-			corev1.ResourceCPU:              *resource.NewMilliQuantity(kubeReservedMilliCPU(t.VCPU), resource.DecimalSI),
+			corev1.ResourceCPU:              *resource.NewMilliQuantity(cloudprovider.KubeReservedMilliCPU(t.VCPU), resource.DecimalSI),
 			corev1.ResourceMemory:           *resource.NewQuantity((11*int64(maxPods(t))+255)*mi, resource.BinarySI),
 			corev1.ResourceEphemeralStorage: *resource.NewQuantity(kubeReservedEphemeralGi*gi, resource.BinarySI),
 		},
@@ -95,25 +94,6 @@ func overheadOf(t *catalog.InstanceType) cloudprovider.Overhead {
 			corev1.ResourceEphemeralStorage: *resource.NewQuantity(ceilDiv(ephemeralStorageGi*gi*evictionEphemeralPercent, 100), resource.BinarySI),
 		},
 	}
-}
-
-// kubeReservedMilliCPU is the kube-reserved cpu of a node with vcpus cores, in millicores.
-func kubeReservedMilliCPU(vcpus int) int64 {
-	// Per-core shares in tenths of a millicore, so that 0.25% (2.5m) stays exact.
-	var tenths int64
-	for core := 1; core <= vcpus; core++ {
-		switch {
-		case core == 1:
-			tenths += 600
-		case core == 2:
-			tenths += 100
-		case core <= 4:
-			tenths += 50
-		default:
-			tenths += 25
-		}
-	}
-	return ceilDiv(tenths, 10)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -21,20 +21,6 @@ func loadCatalog(t *testing.T) *catalog.Catalog {
 	return cat
 }
 
-func TestKubeReservedMilliCPU(t *testing.T) {
-	// 6% of core 1, 1% of core 2, 0.5% of cores 3-4, 0.25% of the rest, rounded up.
-	for _, tc := range []struct {
-		vcpus int
-		want  int64
-	}{
-		{0, 0}, {1, 60}, {2, 70}, {3, 75}, {4, 80}, {5, 83}, {6, 85}, {8, 90}, {16, 110}, {96, 310},
-	} {
-		if got := kubeReservedMilliCPU(tc.vcpus); got != tc.want {
-			t.Errorf("kubeReservedMilliCPU(%d) = %dm, want %dm", tc.vcpus, got, tc.want)
-		}
-	}
-}
-
 // TestCapacityAndAllocatable checks the node model against hand-computed values: memory
 // capacity is MiB - ceil(7.5%) (- 64 on arm64), kube-reserved memory 11*pods+255 MiB, eviction
 // 100Mi, ephemeral storage 20Gi - 1Gi - 10%.

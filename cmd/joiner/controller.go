@@ -3,24 +3,56 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/cloudprovider/aws"
+	"github.com/joiner-dev/joiner/cloudprovider/aws/nodeclass"
 	"github.com/joiner-dev/joiner/cloudprovider/local"
 	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/policy"
 )
 
-func runController(ctx context.Context, args []string, stderr io.Writer) int {
+// controllerFlags are the settings `joiner controller` takes from its command line.
+type controllerFlags struct {
+	opts          operator.Options
+	logLevel      zapcore.Level
+	cloudProvider string
+	aws           awsFlags
+}
+
+// awsFlags are the settings of --cloud-provider=aws. Region, credentials and endpoints come from
+// the AWS SDK's standard chains (AWS_REGION, IRSA or EKS Pod Identity, AWS_ENDPOINT_URL, ...).
+type awsFlags struct {
+	clusterName, clusterEndpoint, endpointURL, interruptionQueue string
+	vmMemoryOverheadPercent                                      float64
+	reservedENIs                                                 int
+}
+
+// errBadFlags says that parseControllerFlags has reported a bad command line on its error output.
+var errBadFlags = errors.New("bad command line")
+
+// parseControllerFlags parses the command line of `joiner controller`. It reports a bad command line on
+// stderr itself, as the flag package does, and then returns errBadFlags; on --help it returns
+// flag.ErrHelp.
+func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, error) {
 	fs := flag.NewFlagSet("joiner controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o operator.Options
+	var f controllerFlags
+	o := &f.opts
 	ns := os.Getenv("POD_NAMESPACE")
 	if ns == "" {
 		ns = operator.DefaultNamespace
@@ -32,21 +64,35 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader for the leader-only controllers; every replica serves webhooks")
 	fs.StringVar(&o.CertMode, "cert-mode", operator.CertModeSelfManaged, "webhook certificates: self-managed or cert-manager")
 	fs.StringVar(&o.CertManagerIssuer, "cert-manager-issuer", "", "with --cert-mode=cert-manager: Issuer/<name> or ClusterIssuer/<name>; empty creates a self-signed chain")
+	budget := memoryBudgetFlag(policy.DefaultMemoryBudget)
+	fs.Var(&budget, "policy-memory-budget", "how much the heap may grow while the ProvisioningPolicies of one admission or audited object are evaluated, "+
+		"as a `quantity` of bytes such as 256Mi or 1Gi; a policy evaluated past it fails (a Deny policy then denies). 0 or a negative value disables the budget")
 	tlsMin := fs.String("tls-min-version", "1.2", "lowest TLS version the webhook accepts: 1.2 or 1.3")
 	logLevel := fs.String("log-level", "info", "log level: debug, info or error")
-	clusterName := fs.String("cluster-name", "", "name of the cluster (tags cloud instances)")
-	cloudProvider := fs.String("cloud-provider", "local", "cloud provider: local (instances simulated as kwok Nodes)")
+	fs.StringVar(&f.aws.clusterName, "cluster-name", "", "name of the cluster; tags cloud instances and launch templates (required with --cloud-provider=aws)")
+	fs.StringVar(&f.cloudProvider, "cloud-provider", "local", "cloud provider: local (instances simulated as kwok Nodes) or aws (EC2)")
+	fs.StringVar(&f.aws.clusterEndpoint, "cluster-endpoint", "", "with aws: API server URL nodes join; empty asks eks:DescribeCluster")
+	fs.StringVar(&f.aws.endpointURL, "aws-endpoint-url", "", "with aws: send every AWS call to this URL (tests against an emulator); empty uses the SDK's chain (AWS_ENDPOINT_URL...)")
+	fs.StringVar(&f.aws.interruptionQueue, "interruption-queue", "", "with aws: name of the SQS queue of EC2 interruption events (Karpenter's settings.interruptionQueue)")
+	fs.Float64Var(&f.aws.vmMemoryOverheadPercent, "vm-memory-overhead-percent", aws.DefaultVMMemoryOverheadPercent, "with aws: share of an instance type's memory taken off for the hypervisor")
+	fs.IntVar(&f.aws.reservedENIs, "reserved-enis", 0, "with aws: network interfaces kept out of the ENI-limited pod density")
 	o.Controllers.Disruption.BindFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: joiner controller [flags]\n\nRuns the operator. Flags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, errBadFlags // the flag package has printed the error and the usage
+	}
+	bad := func(format string, a ...any) (controllerFlags, error) {
+		fmt.Fprintf(stderr, "joiner controller: "+format+"\n", a...)
+		return f, errBadFlags
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "joiner controller: unexpected arguments %v\n", fs.Args())
-		return 2
+		return bad("unexpected arguments %v", fs.Args())
 	}
 	switch *tlsMin {
 	case "1.2":
@@ -54,32 +100,87 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 	case "1.3":
 		o.TLSMinVersion = tls.VersionTLS13
 	default:
-		fmt.Fprintf(stderr, "joiner controller: --tls-min-version %q is not supported; use 1.2 or 1.3\n", *tlsMin)
-		return 2
+		return bad("--tls-min-version %q is not supported; use 1.2 or 1.3", *tlsMin)
 	}
 	level, err := zapcore.ParseLevel(strings.ToLower(*logLevel))
 	if err != nil {
-		fmt.Fprintf(stderr, "joiner controller: --log-level %q: use debug, info or error\n", *logLevel)
-		return 2
+		return bad("--log-level %q: use debug, info or error", *logLevel)
 	}
-	_ = clusterName
-	log := zap.New(zap.Level(level), zap.WriteTo(stderr))
+	f.logLevel = level
+	o.PolicyMemoryBudget = budget.engineBudget()
+	switch f.cloudProvider {
+	case local.Name:
+	case aws.Name:
+		if f.aws.clusterName == "" {
+			return bad("--cluster-name is required with --cloud-provider=aws")
+		}
+		if f.aws.vmMemoryOverheadPercent < 0 || f.aws.vmMemoryOverheadPercent >= 1 {
+			return bad("--vm-memory-overhead-percent %v: want a fraction in [0, 1), such as 0.075", f.aws.vmMemoryOverheadPercent)
+		}
+		if f.aws.reservedENIs < 0 {
+			return bad("--reserved-enis %d: want 0 or more", f.aws.reservedENIs)
+		}
+	default:
+		return bad("--cloud-provider %q is not available in this build; use %s or %s", f.cloudProvider, local.Name, aws.Name)
+	}
+	return f, nil
+}
+
+// awsFactory returns the AWS provider's factory for the flags: the SDK's standard configuration
+// (with --aws-endpoint-url), and the apiserver's version for the EC2NodeClass controller's alias
+// terms.
+func (f controllerFlags) awsFactory(cfg *rest.Config, log logr.Logger) (cloudprovider.Factory, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	return aws.Factory(f.awsFactoryOptions(log, nodeclass.VersionFromDiscovery(dc, nil))), nil
+}
+
+// awsFactoryOptions maps the flags onto aws.FactoryOptions.
+func (f controllerFlags) awsFactoryOptions(log logr.Logger, version func(context.Context) (string, error)) aws.FactoryOptions {
+	return aws.FactoryOptions{
+		Options: aws.Options{
+			ClusterName:             f.aws.clusterName,
+			ClusterEndpoint:         f.aws.clusterEndpoint,
+			Log:                     log.WithName("aws-provider"),
+			VMMemoryOverheadPercent: f.aws.vmMemoryOverheadPercent,
+			ReservedENIs:            f.aws.reservedENIs,
+		},
+		ConfigOptions:     aws.ConfigOptions{EndpointURL: f.aws.endpointURL},
+		NodeClass:         nodeclass.Options{KubernetesVersion: version},
+		InterruptionQueue: f.aws.interruptionQueue,
+	}
+}
+
+func runController(ctx context.Context, args []string, stderr io.Writer) int {
+	f, err := parseControllerFlags(args, stderr)
+	if err != nil {
+		return flagExit(err)
+	}
+	o := f.opts
+	log := zap.New(zap.Level(f.logLevel), zap.WriteTo(stderr))
 	ctrl.SetLogger(log)
 	o.Log = log
-	switch *cloudProvider {
-	case local.Name:
-		o.CloudProvider = local.Factory(local.Options{Log: log.WithName("local-provider")})
-	default:
-		fmt.Fprintf(stderr, "joiner controller: --cloud-provider %q is not available in this build; use %s\n", *cloudProvider, local.Name)
-		return 2
-	}
-
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner controller: no Kubernetes configuration (in-cluster, $KUBECONFIG or ~/.kube/config):", err)
 		return 1
 	}
+	switch f.cloudProvider {
+	case local.Name:
+		o.CloudProvider = local.Factory(local.Options{Log: log.WithName("local-provider")})
+	case aws.Name:
+		if o.CloudProvider, err = f.awsFactory(cfg, log); err != nil {
+			fmt.Fprintln(stderr, "joiner controller: aws provider:", err)
+			return 1
+		}
+	}
 	operator.TuneGoGC()
+	// TuneGoGC applies the memory limit but does not say what it decided. TuneMemoryLimit reads the same
+	// environment and cgroup file, so it sets the same limit again, and returns the decision to log.
+	limit, source, limitErr := operator.TuneMemoryLimit()
+	logMemorySettings(log, os.Getenv, limit, source, limitErr, o.PolicyMemoryBudget)
 	op, err := operator.New(cfg, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner controller:", err)
@@ -90,4 +191,87 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// minPolicyMemoryBudget is the smallest budget --policy-memory-budget accepts. The heap is the
+// process's, and serving one request or a watch event allocates tens of kilobytes, so a smaller budget
+// would stop, and for Deny policies deny, ordinary evaluations; it is most likely a unit left out
+// (256 for 256Mi).
+const minPolicyMemoryBudget = 1 << 20
+
+// memoryBudgetFlag is --policy-memory-budget: a Kubernetes quantity of bytes (256Mi, 1Gi, 500M,
+// 268435456), as a container's memory limit is written. Zero or a negative quantity disables the
+// budget.
+type memoryBudgetFlag int64
+
+// String renders the budget as a quantity, such as 256Mi, or 0 when it is disabled.
+func (b *memoryBudgetFlag) String() string {
+	if *b <= 0 {
+		return "0"
+	}
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+// Set parses a quantity of bytes; zero and negative quantities disable the budget.
+func (b *memoryBudgetFlag) Set(s string) error {
+	q, err := resource.ParseQuantity(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("want a quantity of bytes such as 256Mi or 1Gi, or 0 to disable the budget: %w", err)
+	}
+	if q.Sign() <= 0 {
+		*b = 0
+		return nil
+	}
+	n := q.Value() // rounded up to a whole byte
+	switch {
+	case resource.NewQuantity(n, resource.BinarySI).Cmp(q) != 0:
+		return fmt.Errorf("%s is not a whole number of bytes (a lower-case m means thousandths); write the budget in Mi or Gi, such as 256Mi", q.String())
+	case n < minPolicyMemoryBudget:
+		return fmt.Errorf("%d bytes is below the smallest budget, 1Mi, and would stop ordinary evaluations; give a unit, such as 256Mi, or 0 to disable the budget", n)
+	}
+	*b = memoryBudgetFlag(n)
+	return nil
+}
+
+// engineBudget returns the budget as operator.Options.PolicyMemoryBudget takes it: bytes, or -1 when
+// the budget is disabled (0 there means the default).
+func (b memoryBudgetFlag) engineBudget() int64 {
+	if b <= 0 {
+		return -1
+	}
+	return int64(b)
+}
+
+// logMemorySettings logs, at start, the Go soft memory limit operator.TuneMemoryLimit decided on (limit
+// in bytes, 0 when it set none; source, where the container's limit came from; err, a source that could
+// not be read) next to the policy memory budget (bytes, negative when disabled), and warns when the
+// budget cannot protect the limit.
+func logMemorySettings(log logr.Logger, getenv func(string) string, limit int64, source string, err error, budget int64) {
+	kv := []any{"source", source}
+	if source == "GOMEMLIMIT" {
+		kv = append(kv, "GOMEMLIMIT", getenv("GOMEMLIMIT"))
+	} else {
+		kv = append(kv, "goMemoryLimitBytes", limit)
+	}
+	if budget > 0 {
+		kv = append(kv, "policyMemoryBudgetBytes", budget)
+	} else {
+		kv = append(kv, "policyMemoryBudget", "disabled")
+	}
+	switch {
+	case err != nil:
+		log.Error(err, "the container memory limit could not be read, so the Go memory limit may be missing or come from the other source; "+
+			"set "+operator.MemoryLimitEnv+" to the container's memory limit (resourceFieldRef limits.memory)", kv...)
+	case source == "GOMEMLIMIT":
+		log.Info("Go memory limit set by the GOMEMLIMIT environment variable", kv...)
+	case limit > 0:
+		log.Info(fmt.Sprintf("Go memory limit set to %d%% of the container memory limit", operator.MemoryLimitPercent), kv...)
+	default:
+		log.Info("no container memory limit found, so the Go runtime runs without a memory limit; set "+operator.MemoryLimitEnv+
+			" to the container's memory limit (resourceFieldRef limits.memory) to give it one", kv...)
+	}
+	if budget > 0 && limit > 0 && budget >= limit {
+		log.Info("warning: the policy memory budget is not below the Go memory limit, so a runaway policy can exhaust the operator's memory before the budget stops it; "+
+			"lower --policy-memory-budget", kv...)
+	}
 }

@@ -1,0 +1,72 @@
+package nodeclass
+
+import (
+	"fmt"
+
+	"github.com/mitchellh/hashstructure/v2"
+
+	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
+)
+
+// HashVersion is the version of Hash's algorithm, written next to the hash in
+// karpenter.k8s.aws/ec2nodeclass-hash-version. Static drift compares hashes only between equal
+// versions, and the controller re-stamps a class's NodeClaims when it changes.
+const HashVersion = awsv1.EC2NodeClassHashVersion
+
+// Hash returns the static drift hash of the class: the decimal string of a 64-bit hashstructure
+// (FormatV2, SlicesAsSets, IgnoreZeroValue, ZeroNil) hash of its spec and its effective AMI family.
+// What drifts dynamically is left out: the subnet, security group, capacity reservation and AMI
+// selector terms (their resolved values are compared instead), ipPrefixCount, and spec.amiFamily
+// itself, replaced by the effective family, so that an unset amiFamily with an al2023 alias
+// hashes like amiFamily AL2023. Volume sizes hash by value ("20Gi"). The provider stamps the same
+// value on the NodeClaims it launches.
+func Hash(nc *awsv1.EC2NodeClass) string {
+	spec := nc.Spec.DeepCopy()
+	spec.SubnetSelectorTerms = nil
+	spec.SecurityGroupSelectorTerms = nil
+	spec.CapacityReservationSelectorTerms = nil
+	spec.AMISelectorTerms = nil
+	spec.IPPrefixCount = nil
+	spec.AMIFamily = nil
+	// resource.Quantity keeps its value in unexported fields, which hashstructure skips: hash
+	// the block devices with the size as a string instead.
+	type BlockDevice struct {
+		DeleteOnTermination      *bool
+		Encrypted                *bool
+		IOPS                     *int64
+		KMSKeyID                 *string
+		SnapshotID               *string
+		Throughput               *int64
+		VolumeInitializationRate *int32
+		VolumeSize               string
+		VolumeType               *string
+	}
+	type BlockDeviceMapping struct {
+		DeviceName *string
+		EBS        *BlockDevice
+		RootVolume bool
+	}
+	bdms := make([]BlockDeviceMapping, 0, len(spec.BlockDeviceMappings))
+	for _, m := range spec.BlockDeviceMappings {
+		out := BlockDeviceMapping{DeviceName: m.DeviceName, RootVolume: m.RootVolume}
+		if e := m.EBS; e != nil {
+			out.EBS = &BlockDevice{DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted, IOPS: e.IOPS, KMSKeyID: e.KMSKeyID,
+				SnapshotID: e.SnapshotID, Throughput: e.Throughput, VolumeInitializationRate: e.VolumeInitializationRate, VolumeType: e.VolumeType}
+			if e.VolumeSize != nil {
+				out.EBS.VolumeSize = e.VolumeSize.String()
+			}
+		}
+		bdms = append(bdms, out)
+	}
+	spec.BlockDeviceMappings = nil
+	h, err := hashstructure.Hash([]any{spec, bdms, nc.AMIFamily()}, hashstructure.FormatV2, &hashstructure.HashOptions{
+		SlicesAsSets:    true,
+		IgnoreZeroValue: true,
+		ZeroNil:         true,
+	})
+	if err != nil {
+		// Only values hashstructure cannot walk (channels, functions) make it fail; a spec has none.
+		panic(fmt.Sprintf("hash EC2NodeClass %s: %v", nc.Name, err))
+	}
+	return fmt.Sprint(h)
+}
