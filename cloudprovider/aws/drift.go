@@ -35,7 +35,7 @@ func (p *Provider) IsDrifted(ctx context.Context, nodeClaim *karpv1.NodeClaim) (
 	if err != nil {
 		return "", nil
 	}
-	inst, err := p.describeInstance(ctx, id)
+	inst, err := p.driftInstances.get(ctx, id, p.describeInstance)
 	if err != nil {
 		return "", fmt.Errorf("check drift of nodeclaim %s: %w", nodeClaim.Name, err)
 	}

@@ -24,6 +24,12 @@ const fallbackPriceRegion = "us-east-1"
 // look free.
 const minSpotShareOfOnDemand = 0.01
 
+// minSpotPrice is the smallest spot price ($/h) that counts as real for a type whose on-demand
+// price is unknown: the cheapest EC2 spot offering costs about $0.001/h, ten times this, while
+// emulators' placeholders sit below it. Without it a type the catalog does not price would be
+// launched at a placeholder price, although only priced types are launched.
+const minSpotPrice = 0.0001
+
 // Pricing holds the prices of one region: on-demand from the embedded catalog (the region's, else
 // us-east-1's), spot from DescribeSpotPriceHistory when it returns real prices, else the
 // catalog's zonal spot prices, else the on-demand price. It is safe for concurrent use.
@@ -155,14 +161,14 @@ func (p *Pricing) UpdateSpot(ctx context.Context, api EC2API, now time.Time) (in
 }
 
 // realSpot reports whether a history record is a usable price: positive, and not below 1% of the
-// type's on-demand price when that is known.
+// type's on-demand price when that is known, or below minSpotPrice when it is not.
 func (p *Pricing) realSpot(r ec2types.SpotPrice) bool {
 	price, err := strconv.ParseFloat(aws.ToString(r.SpotPrice), 64)
 	if err != nil || price <= 0 || aws.ToString(r.AvailabilityZone) == "" {
 		return false
 	}
-	if od, ok := p.onDemand[string(r.InstanceType)]; ok && price < od*minSpotShareOfOnDemand {
-		return false
+	if od, ok := p.onDemand[string(r.InstanceType)]; ok {
+		return price >= od*minSpotShareOfOnDemand
 	}
-	return true
+	return price >= minSpotPrice
 }

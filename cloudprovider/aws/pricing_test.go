@@ -61,6 +61,12 @@ func TestUpdateSpotRejectsPlaceholders(t *testing.T) {
 		{name: "moto's placeholders are ignored", history: []ec2types.SpotPrice{
 			spotPrice("m5.large", "us-east-1a", "0.00001", stale), spotPrice("m5.large", "us-east-1b", "0.00001", stale),
 		}},
+		{name: "placeholders of a type the catalog does not price are ignored too", history: []ec2types.SpotPrice{
+			spotPrice("zz9.unpriced", "us-east-1a", "0.00001", stale),
+		}},
+		{name: "a real price of a type the catalog does not price is kept", wantKept: 1, history: []ec2types.SpotPrice{
+			spotPrice("zz9.unpriced", "us-east-1a", "0.0123", now),
+		}},
 		{name: "real prices are kept, the newest wins", wantKept: 2, want1a: 0.041, history: []ec2types.SpotPrice{
 			spotPrice("m5.large", "us-east-1a", "0.039", now.Add(-2*time.Hour)),
 			spotPrice("m5.large", "us-east-1a", "0.041", now.Add(-time.Hour)),

@@ -59,6 +59,9 @@ type Options struct {
 	Catalog *catalog.Catalog
 	// Clock times caches; nil means the real clock.
 	Clock clock.Clock
+	// DriftInstanceTTL is how long IsDrifted reuses an instance's description; zero means
+	// DefaultDriftInstanceTTL.
+	DriftInstanceTTL time.Duration
 	// Log receives the provider's messages; the zero value discards them.
 	Log logr.Logger
 	// VMMemoryOverheadPercent is the share of memory taken off for the hypervisor; 0 means
@@ -87,6 +90,8 @@ type Provider struct {
 	source      *typeSource
 	builder     *typeBuilder
 	templates   *launchTemplates
+	// driftInstances caches the instance descriptions IsDrifted compares with the class.
+	driftInstances *instanceCache
 
 	clusterMu sync.Mutex
 	cluster   *clusterInfo
@@ -127,14 +132,15 @@ func New(kube client.Client, opts Options) (*Provider, error) {
 		opts.MaxInstanceTypes = 60
 	}
 	p := &Provider{
-		kube:        kube,
-		opts:        opts,
-		clock:       opts.Clock,
-		log:         opts.Log,
-		unavailable: NewUnavailableOfferings(opts.Clock, opts.UnavailableTTL),
-		pricing:     NewPricing(opts.Catalog, opts.Region),
-		source:      &typeSource{api: opts.EC2, region: opts.Region, catalog: opts.Catalog},
-		templates:   newLaunchTemplates(opts.EC2, opts.ClusterName, opts.Clock, opts.LaunchTemplateIdleTTL, opts.Log),
+		kube:           kube,
+		opts:           opts,
+		clock:          opts.Clock,
+		log:            opts.Log,
+		unavailable:    NewUnavailableOfferings(opts.Clock, opts.UnavailableTTL),
+		pricing:        NewPricing(opts.Catalog, opts.Region),
+		source:         &typeSource{api: opts.EC2, region: opts.Region, catalog: opts.Catalog},
+		templates:      newLaunchTemplates(opts.EC2, opts.ClusterName, opts.Clock, opts.LaunchTemplateIdleTTL, opts.Log),
+		driftInstances: newInstanceCache(opts.Clock, opts.DriftInstanceTTL),
 	}
 	p.source.useCatalog()
 	p.builder = &typeBuilder{source: p.source, pricing: p.pricing, unavailable: p.unavailable, region: opts.Region, built: map[uint64]*builtTypes{}}
