@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
+	"github.com/joiner-dev/joiner/cloudprovider"
 )
 
 // demoReplicas is how far the demo scales the inflate Deployment.
@@ -49,9 +52,10 @@ func (tl *timeline) print(out io.Writer) {
 }
 
 // runDemo scales the inflate Deployment up and prints the timeline: pods pending, NodeClaims
-// created, Nodes Ready, pods Running; then scales it to 0 and prints how the empty nodes go. It
-// returns once every node is gone, or with an error at timeout.
-func runDemo(ctx context.Context, cfg *rest.Config, out io.Writer, timeout time.Duration) error {
+// created, Nodes Ready (with the $/h of each node launched, priced by cp), pods Running with what
+// the nodes cost in all; then scales it to 0 and prints how the empty nodes go. It returns once
+// every node is gone, or with an error at timeout.
+func runDemo(ctx context.Context, cfg *rest.Config, cp cloudprovider.CloudProvider, out io.Writer, timeout time.Duration) error {
 	scheme, err := apischeme.New()
 	if err != nil {
 		return err
@@ -73,6 +77,7 @@ func runDemo(ctx context.Context, cfg *rest.Config, out io.Writer, timeout time.
 	fmt.Fprintf(out, "\nScaled deployment inflate to %d replicas of 1 CPU. Timeline:\n", demoReplicas)
 	tl.mark("scaled", fmt.Sprintf("kubectl scale deployment inflate --replicas %d", demoReplicas))
 
+	prices := map[string]float64{} // $/h of each launched NodeClaim whose price is known, by name
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if ctx.Err() != nil {
@@ -100,16 +105,23 @@ func runDemo(ctx context.Context, cfg *rest.Config, out io.Writer, timeout time.
 		}
 		for _, nc := range claims.Items {
 			tl.mark("nc-"+nc.Name, fmt.Sprintf("NodeClaim %s created (%s)", nc.Name, describeClaim(&nc)))
-			if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeLaunched) {
-				tl.mark("launched-"+nc.Name, fmt.Sprintf("NodeClaim %s launched: %s %s in %s", nc.Name,
-					nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[karpv1.CapacityTypeLabelKey], nc.Labels[corev1.LabelTopologyZone]))
+			if launched := "launched-" + nc.Name; meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeLaunched) && !tl.seen[launched] {
+				price := "price unknown"
+				if p, err := launchPrice(ctx, c, cp, &nc); err != nil {
+					price += " (" + err.Error() + ")"
+				} else {
+					prices[nc.Name] = p
+					price = fmt.Sprintf("$%.4f/h", p)
+				}
+				tl.mark(launched, fmt.Sprintf("NodeClaim %s launched: %s %s in %s, %s", nc.Name,
+					nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[karpv1.CapacityTypeLabelKey], nc.Labels[corev1.LabelTopologyZone], price))
 			}
 			if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeReady) {
 				tl.mark("ready-"+nc.Name, fmt.Sprintf("Node %s Ready (NodeClaim %s initialized)", nc.Status.NodeName, nc.Name))
 			}
 		}
 		if running == demoReplicas {
-			tl.mark("all-running", fmt.Sprintf("all %d pods Running on %d nodes", demoReplicas, len(claims.Items)))
+			tl.mark("all-running", fmt.Sprintf("all %d pods Running on %d nodes, %s", demoReplicas, len(claims.Items), describeCost(prices, len(claims.Items))))
 			tl.print(out)
 			return scaleDown(ctx, c, d, out, timeout)
 		}
@@ -176,6 +188,45 @@ func scaleDown(ctx context.Context, c client.Client, d *appsv1.Deployment, out i
 	}
 	tl.print(out)
 	return fmt.Errorf("the empty nodes were not all removed within %s", timeout)
+}
+
+// launchPrice returns the hourly price of the offering a launched NodeClaim runs on: the offering
+// of its instance type in its zone with its capacity type (its labels), among the instance types
+// cp offers its NodePool.
+func launchPrice(ctx context.Context, c client.Reader, cp cloudprovider.CloudProvider, nc *karpv1.NodeClaim) (float64, error) {
+	np := &karpv1.NodePool{}
+	if err := c.Get(ctx, types.NamespacedName{Name: nc.Labels[karpv1.NodePoolLabelKey]}, np); err != nil {
+		return 0, fmt.Errorf("get its NodePool: %w", err)
+	}
+	its, err := cp.GetInstanceTypes(ctx, np)
+	if err != nil {
+		return 0, fmt.Errorf("instance types of NodePool %s: %w", np.Name, err)
+	}
+	name, zone, capacityType := nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Labels[karpv1.CapacityTypeLabelKey]
+	for _, it := range its {
+		if it.Name != name {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone() == zone && o.CapacityType() == capacityType {
+				return o.Price, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("NodePool %s offers no %s %s in %s", np.Name, capacityType, name, zone)
+}
+
+// describeCost sums the $/h of the nodes (prices by NodeClaim name, of nodes NodeClaims in all):
+// "$0.2880/h in all", or "$0.1920/h for the 2 of 3 nodes with a known price".
+func describeCost(prices map[string]float64, nodes int) string {
+	total := 0.0
+	for _, name := range slices.Sorted(maps.Keys(prices)) {
+		total += prices[name]
+	}
+	if len(prices) >= nodes {
+		return fmt.Sprintf("$%.4f/h in all", total)
+	}
+	return fmt.Sprintf("$%.4f/h for the %d of %d nodes with a known price", total, len(prices), nodes)
 }
 
 func describeClaim(nc *karpv1.NodeClaim) string {

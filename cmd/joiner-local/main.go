@@ -170,7 +170,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 	if o.demo {
-		return runDemo(ctx, env.Config, out, 3*time.Minute)
+		return runDemo(ctx, env.Config, run.Operator.CloudProvider, out, 3*time.Minute)
 	}
 	fmt.Fprintf(out, `
 The local cluster is up, with Joiner running on it (webhooks at %s).

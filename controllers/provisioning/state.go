@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,11 @@ type ClusterState struct {
 	NodePools []karpv1.NodePool
 	// DaemonSets are every DaemonSet; each adds its pod to the overhead of new nodes.
 	DaemonSets []appsv1.DaemonSet
+	// PersistentVolumeClaims, PersistentVolumes and StorageClasses say where pods' volumes can be
+	// used (scheduling.Volumes).
+	PersistentVolumeClaims []corev1.PersistentVolumeClaim
+	PersistentVolumes      []corev1.PersistentVolume
+	StorageClasses         []storagev1.StorageClass
 }
 
 // ReadClusterState lists what a provisioning round or a disruption pass reads.
@@ -45,6 +51,8 @@ func ReadClusterState(ctx context.Context, c client.Reader) (*ClusterState, erro
 	}{
 		{&corev1.PodList{}, "pods"}, {&corev1.NodeList{}, "nodes"}, {&karpv1.NodeClaimList{}, "nodeclaims"},
 		{&karpv1.NodePoolList{}, "nodepools"}, {&appsv1.DaemonSetList{}, "daemonsets"},
+		{&corev1.PersistentVolumeClaimList{}, "persistentvolumeclaims"}, {&corev1.PersistentVolumeList{}, "persistentvolumes"},
+		{&storagev1.StorageClassList{}, "storageclasses"},
 	}
 	for _, l := range lists {
 		if err := c.List(ctx, l.list); err != nil {
@@ -56,6 +64,9 @@ func ReadClusterState(ctx context.Context, c client.Reader) (*ClusterState, erro
 	s.NodeClaims = lists[2].list.(*karpv1.NodeClaimList).Items
 	s.NodePools = lists[3].list.(*karpv1.NodePoolList).Items
 	s.DaemonSets = lists[4].list.(*appsv1.DaemonSetList).Items
+	s.PersistentVolumeClaims = lists[5].list.(*corev1.PersistentVolumeClaimList).Items
+	s.PersistentVolumes = lists[6].list.(*corev1.PersistentVolumeList).Items
+	s.StorageClasses = lists[7].list.(*storagev1.StorageClassList).Items
 	return s, nil
 }
 
@@ -68,11 +79,12 @@ func (p *Provisioner) input(ctx context.Context, s *ClusterState, nominated map[
 // already nominated to an in-flight NodeClaim, the existing nodes and in-flight NodeClaims with
 // the pods bound or nominated to them (nodes and NodeClaims being deleted are left out), the usable
 // NodePools (not deleting, not static, ValidationSucceeded and Ready not False, instance types
-// available) with their instance types and remaining limits, and one pod per DaemonSet. The
+// available) with their instance types and remaining limits, one pod per DaemonSet, and the
+// claims, volumes and StorageClasses that say where pods' volumes can be used. The
 // provisioner and the disruption controller both simulate from it, so they agree on where a pod
 // fits.
 func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterState, nominated map[types.UID]string, opts scheduling.Options, log logr.Logger) (scheduling.Input, error) {
-	in := scheduling.Input{Options: opts}
+	in := scheduling.Input{Options: opts, Volumes: scheduling.NewVolumes(s.PersistentVolumeClaims, s.PersistentVolumes, s.StorageClasses)}
 	claims := map[string]*karpv1.NodeClaim{}
 	claimByProviderID := map[string]*karpv1.NodeClaim{}
 	for i := range s.NodeClaims {

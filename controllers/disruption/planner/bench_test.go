@@ -9,7 +9,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -19,14 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/cloudprovider/local"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
+	"github.com/joiner-dev/joiner/controllers/internal/catalogbench"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 	"github.com/joiner-dev/joiner/requirements"
 )
@@ -82,11 +78,9 @@ import (
 //
 // LP bound (shared/reference/scheduling-benchmark.md §5): the least $/h of real-valued counts of
 // the allowed instance types, each at its cheapest on-demand offering, whose allocatable cpu,
-// memory and pods together cover the pods' totals. It is solved exactly by enumerating every
-// basis of the standard-form LP (3 equality rows with a surplus variable each): every choice of 3
-// columns among the instance types and the surpluses, which covers all 1-, 2- and 3-type
-// combinations; an optimal basic solution is one of them. Types dominated by a single other type
-// (no cheaper and no smaller in any resource) are dropped first.
+// memory and pods together cover the pods' totals, solved exactly (catalogbench.CoveringLP, by
+// the simplex method). Types dominated by a single other type (no cheaper and no smaller in any
+// resource) are dropped first.
 //
 // The sub-benchmark nodes=1000/packed runs the same convergence on the freshly provisioned cluster
 // (keep 100%): a well-packed cluster should give commands = 0.
@@ -264,7 +258,7 @@ type benchEnv struct {
 
 	mu          sync.Mutex
 	clusters    map[int]*provisioned
-	lpTypes     []lpColumn
+	lpTypes     []catalogbench.Column
 	lpTypesOnce sync.Once
 }
 
@@ -290,22 +284,9 @@ func loadBenchEnv(b testing.TB) *benchEnv {
 }
 
 func newBenchEnv() (*benchEnv, error) {
-	scheme, err := apischeme.New()
-	if err != nil {
-		return nil, err
-	}
-	class := &joinerv1alpha1.LocalNodeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec:       joinerv1alpha1.LocalNodeClassSpec{Region: "us-east-1"},
-	}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(class).Build()
-	prov, err := local.New(context.Background(), kube, local.Options{})
-	if err != nil {
-		return nil, err
-	}
 	np := &karpv1.NodePool{}
 	np.Name = benchNodePool
-	np.Spec.Template.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: joinerv1alpha1.GroupVersion.Group, Kind: local.NodeClassKind, Name: "default"}
+	np.Spec.Template.Spec.NodeClassRef = catalogbench.NodeClassRef()
 	np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{
 		{Key: karpv1.LabelArch, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
 		{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{karpv1.CapacityTypeOnDemand}},
@@ -316,7 +297,7 @@ func newBenchEnv() (*benchEnv, error) {
 		ConsolidationPolicy: karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized,
 		Budgets:             []karpv1.Budget{{Nodes: "100%"}},
 	}
-	its, err := prov.GetInstanceTypes(context.Background(), np)
+	its, err := catalogbench.InstanceTypes(context.Background(), "us-east-1", np)
 	if err != nil {
 		return nil, err
 	}
@@ -480,129 +461,21 @@ func (g *benchPodGen) add(count int) {
 	}
 }
 
-// lpColumn is an allowed instance type in the LP: its allocatable (cores, GiB, pods) and the
-// price of its cheapest on-demand offering.
-type lpColumn struct {
-	a     [3]float64
-	price float64
+// lpResources are the resources the LP bound covers.
+func lpResources() []corev1.ResourceName {
+	return []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods}
 }
 
-// lpColumns returns the allowed instance types, without those a single other type dominates.
-func (env *benchEnv) lpColumns() []lpColumn {
-	env.lpTypesOnce.Do(func() {
-		var cols []lpColumn
-		for _, it := range env.its {
-			if !it.CompatibleWith(env.reqs) {
-				continue
-			}
-			o, ok := it.Offerings.Available().CheapestCompatible(env.reqs)
-			if !ok {
-				continue
-			}
-			a := it.Allocatable()
-			cols = append(cols, lpColumn{a: [3]float64{
-				float64(a.Cpu().MilliValue()) / 1000,
-				float64(a.Memory().Value()) / (1 << 30),
-				float64(a.Pods().Value()),
-			}, price: o.Price})
-		}
-		sort.Slice(cols, func(i, j int) bool { return cols[i].price < cols[j].price })
-		dominated := func(i int) bool {
-			for j := range cols {
-				if j == i {
-					continue
-				}
-				ci, cj := cols[i], cols[j]
-				if cj.price <= ci.price && cj.a[0] >= ci.a[0] && cj.a[1] >= ci.a[1] && cj.a[2] >= ci.a[2] &&
-					(cj.price < ci.price || cj.a != ci.a || j < i) {
-					return true
-				}
-			}
-			return false
-		}
-		for i := range cols {
-			if !dominated(i) {
-				env.lpTypes = append(env.lpTypes, cols[i])
-			}
-		}
-	})
+// lpColumns returns the allowed instance types as LP columns, without those a single other type
+// dominates.
+func (env *benchEnv) lpColumns() []catalogbench.Column {
+	env.lpTypesOnce.Do(func() { env.lpTypes = catalogbench.Columns(env.its, env.reqs, lpResources()) })
 	return env.lpTypes
 }
 
 // lowerBound is the LP bound of the pods in $/h (see BenchmarkConsolidation).
 func (env *benchEnv) lowerBound(pods []*corev1.Pod) float64 {
-	var demand [3]float64
-	for _, pod := range pods {
-		for _, ctr := range pod.Spec.Containers {
-			demand[0] += float64(ctr.Resources.Requests.Cpu().MilliValue()) / 1000
-			demand[1] += float64(ctr.Resources.Requests.Memory().Value()) / (1 << 30)
-		}
-		demand[2]++
-	}
-	return solveCoveringLP(env.lpColumns(), demand)
-}
-
-// solveCoveringLP minimises Σ price·x subject to Σ a·x ≥ demand, x ≥ 0, for 3 resources, by
-// enumerating every basis of the standard form (the columns plus a surplus column -e_r per
-// resource) and keeping the cheapest feasible basic solution.
-func solveCoveringLP(cols []lpColumn, demand [3]float64) float64 {
-	all := slices.Clone(cols)
-	for r := range 3 {
-		var a [3]float64
-		a[r] = -1
-		all = append(all, lpColumn{a: a})
-	}
-	best := math.Inf(1)
-	n := len(all)
-	for i := 0; i < n; i++ {
-		for j := i + 1; j < n; j++ {
-			for k := j + 1; k < n; k++ {
-				x, ok := solve3(all[i].a, all[j].a, all[k].a, demand)
-				if !ok || x[0] < -1e-9 || x[1] < -1e-9 || x[2] < -1e-9 {
-					continue
-				}
-				cost := all[i].price*x[0] + all[j].price*x[1] + all[k].price*x[2]
-				best = math.Min(best, cost)
-			}
-		}
-	}
-	return best
-}
-
-// solve3 solves [u v w]·x = d by Cramer's rule; ok is false when the columns are (nearly)
-// dependent.
-func solve3(u, v, w, d [3]float64) ([3]float64, bool) {
-	det := func(a, b, c [3]float64) float64 {
-		return a[0]*(b[1]*c[2]-b[2]*c[1]) - b[0]*(a[1]*c[2]-a[2]*c[1]) + c[0]*(a[1]*b[2]-a[2]*b[1])
-	}
-	D := det(u, v, w)
-	scale := math.Abs(u[0]*v[1]*w[2]) + math.Abs(u[1]*v[2]*w[0]) + math.Abs(u[2]*v[0]*w[1]) +
-		math.Abs(u[2]*v[1]*w[0]) + math.Abs(u[0]*v[2]*w[1]) + math.Abs(u[1]*v[0]*w[2])
-	if scale == 0 || math.Abs(D) <= 1e-12*scale {
-		return [3]float64{}, false
-	}
-	return [3]float64{det(d, v, w) / D, det(u, d, w) / D, det(u, v, d) / D}, true
-}
-
-// TestCoveringLP checks the LP solver on small cases whose optimum is known.
-func TestCoveringLP(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		cols   []lpColumn
-		demand [3]float64
-		want   float64
-	}{
-		{"one type", []lpColumn{{a: [3]float64{2, 4, 10}, price: 1}}, [3]float64{4, 4, 4}, 2},
-		// One of each covers (5, 5) for 2; either type alone needs 5 of itself.
-		{"complementary", []lpColumn{{a: [3]float64{4, 1, 100}, price: 1}, {a: [3]float64{1, 4, 100}, price: 1}}, [3]float64{5, 5, 1}, 2},
-		{"cheapest per cpu", []lpColumn{{a: [3]float64{2, 100, 100}, price: 1}, {a: [3]float64{8, 100, 100}, price: 3}}, [3]float64{8, 1, 1}, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := solveCoveringLP(tc.cols, tc.demand); math.Abs(got-tc.want) > 1e-9 {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
+	return catalogbench.CoveringLP(env.lpColumns(), catalogbench.Demand(pods, lpResources()))
 }
 
 // TestBenchLowerBound checks the LP bound of the benchmark pods against bounds that hold for any
@@ -612,26 +485,25 @@ func TestBenchLowerBound(t *testing.T) {
 	env := loadBenchEnv(t)
 	gen := newBenchPodGen()
 	gen.add(1000)
-	var demand [3]float64
-	for _, pod := range gen.pods {
-		demand[0] += float64(pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()) / 1000
-		demand[1] += float64(pod.Spec.Containers[0].Resources.Requests.Memory().Value()) / (1 << 30)
-		demand[2]++
-	}
+	demand := catalogbench.Demand(gen.pods, lpResources())
 	cols := env.lpColumns()
 	lower, upper := 0.0, math.Inf(1)
-	for r := range 3 {
+	for r := range demand {
 		perUnit := math.Inf(1)
 		for _, c := range cols {
-			perUnit = math.Min(perUnit, c.price/c.a[r])
+			perUnit = math.Min(perUnit, c.Price/float64(c.Alloc[r]))
 		}
 		lower = math.Max(lower, demand[r]*perUnit)
 	}
 	for _, c := range cols {
-		upper = math.Min(upper, c.price*math.Max(demand[0]/c.a[0], math.Max(demand[1]/c.a[1], demand[2]/c.a[2])))
+		need := 0.0
+		for r := range demand {
+			need = math.Max(need, demand[r]/float64(c.Alloc[r]))
+		}
+		upper = math.Min(upper, c.Price*need)
 	}
 	lp := env.lowerBound(gen.pods)
-	t.Logf("%d LP columns; demand %.1f cores, %.1f GiB, %.0f pods; LP $%.3f/h, within [$%.3f, $%.3f]", len(cols), demand[0], demand[1], demand[2], lp, lower, upper)
+	t.Logf("%d LP columns; demand %.1f cores, %.1f GiB, %.0f pods; LP $%.3f/h, within [$%.3f, $%.3f]", len(cols), demand[0]/1000, demand[1]/1000/(1<<30), demand[2]/1000, lp, lower, upper)
 	if lp < lower-1e-6 || lp > upper+1e-6 {
 		t.Errorf("LP $%.4f/h outside [$%.4f, $%.4f]", lp, lower, upper)
 	}

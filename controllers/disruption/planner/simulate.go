@@ -43,7 +43,7 @@ func newPass(c *Cluster) (*pass, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare the scheduling simulation: %w", err)
 	}
-	ps := &pass{cluster: c, scheduler: sched, infos: map[string]*nodeInfo{}, held: map[string]bool{}}
+	ps := &pass{cluster: c, scheduler: sched.WithVolumes(c.Input.Volumes), infos: map[string]*nodeInfo{}, held: map[string]bool{}}
 	for _, n := range c.Nodes {
 		if n.NodeClaim == nil {
 			continue

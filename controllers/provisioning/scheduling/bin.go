@@ -32,6 +32,7 @@ type bin struct {
 	opts       *optionSet
 	first      int
 	price      float64
+	budget     float64 // for a planned NodeClaim, the price its packing aims at (sizing.go)
 	taints     []corev1.Taint
 	ports      []hostPort
 	counts     []groupCount // hostname groups: pods selected

@@ -23,9 +23,10 @@ func (s *solver) commit(q *podInfo, p *plan) {
 			t.limits.reserved = t.limits.reserved.minus(before).plus(t.instanceTypes[p.opts.typeIndices[p.optionIndex]].capacity)
 		}
 		if p.narrowed {
-			b.reqs, b.spec = p.reqs, p.spec
+			b.reqs, b.spec = p.reqs, s.specOf(q, p)
 			b.domains = slices.Clone(b.domains)
-			for _, pinned := range p.pinnedDomains {
+			for i := range p.pinnedDomains.n {
+				pinned := p.pinnedDomains.at(i)
 				b.domains[pinned.key] = pinned.domain
 			}
 			for k, d := range s.domainsOf(b.reqs) {
@@ -35,6 +36,7 @@ func (s *solver) commit(q *podInfo, p *plan) {
 			}
 		}
 		b.opts, b.first, b.price = p.opts, p.optionIndex, p.opts.price[p.optionIndex]
+		b.budget = max(p.budget, b.price)
 		b.minRelaxed = b.minRelaxed || p.minRelaxed
 	}
 	b.used = b.used.plus(q.requests)
@@ -46,6 +48,7 @@ func (s *solver) commit(q *podInfo, p *plan) {
 	for _, o := range q.ownedGroups {
 		s.countOwner(b, o.group)
 	}
+	s.reindex(b)
 }
 
 // openClaim turns the template's prospective NodeClaim into a planned one.

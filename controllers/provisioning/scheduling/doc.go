@@ -9,7 +9,9 @@
 // Solve runs one simulation from scratch. Prepare does the part that depends only on the
 // NodePools, their instance types, the DaemonSets and the Options once, returning an immutable
 // Scheduler whose Solve can then run any number of simulations, also concurrently; NodePool limits
-// are passed to every Scheduler.Solve, since they change as NodeClaims launch.
+// are passed to every Scheduler.Solve, since they change as NodeClaims launch. Scheduler.WithVolumes
+// gives it the cluster's storage (Volumes), so that pods are placed where their volumes can be
+// used.
 //
 // # Map of the files
 //
@@ -21,21 +23,26 @@
 //   - scheduler.go, Prepare (once per set of NodePools): converts the DaemonSet pods (pods.go) and
 //     builds one poolTemplate per NodePool (template.go, newPoolTemplate), sorted by weight. This
 //     is where a NodePool's instance types are first narrowed: to those compatible with its
-//     requirements and labels, priced and converted, with the DaemonSet overhead of its nodes.
+//     requirements and labels, priced and converted, with the DaemonSet overhead of its nodes
+//     (daemons.go prepareDaemons: per NodePool for a DaemonSet on every node, else per instance
+//     type, or per option set where it depends on the offering).
 //   - scheduler.go, Scheduler.Solve (or solve.go, the package-level Solve, which is Prepare plus
 //     one Scheduler.Solve): takes the NodePools' remaining limits and runs one simulation.
-//   - setup.go, newSolver, in this order: preparePods (pods.go newPodInfo: requests, node
-//     requirements, host ports, soft node affinity; topology.go constraintsOf), prepareNodePools
-//     (template.go newTemplate: a per-simulation template carrying the remaining limits),
-//     prepareGroups (topology.go groupFor: shared topology groups), prepareSelection (which
-//     groups count each pod, and which NodePools' taints it tolerates, via taints.go),
-//     prepareExistingNodes (each existing node becomes a bin with its pods counted), prepareOrder
-//     (pod sizes, and the prospective NodeClaim each NodePool would open).
-//   - solve.go, solver.run: sorts the pods (queueOrder), then places them in passes; later passes
-//     retry failed pods, dropping their soft constraints one at a time (pods.go relax, in the
-//     order sortPrefs sets). solver.place is where a pod gets placed: it tries every existing
-//     node and planned NodeClaim, then the first NodePool whose prospective NodeClaim takes it,
-//     and keeps the placement that adds the least price.
+//   - setup.go, newSolver, in this order: preparePods (pods.go newPodInfo: requests (resources.go
+//     podRequests), node requirements with those of the pod's volumes (volumes.go), host ports,
+//     soft node affinity; topology.go constraintsOf), prepareNodePools (template.go
+//     newTemplate: a per-simulation template carrying the remaining limits), prepareGroups
+//     (topology.go groupFor: shared topology groups), prepareSelection (which groups count each
+//     pod, and which NodePools' taints it tolerates, via taints.go), prepareExistingNodes (each
+//     existing node becomes a bin with its pods counted), prepareOrder (pod sizes, and the
+//     prospective NodeClaim each NodePool would open).
+//   - solve.go, solver.run: sorts the pods (queueOrder), indexes the bins (binindex.go), then
+//     places them in passes; later passes retry failed pods, dropping their soft constraints one
+//     at a time (pods.go relax, in the order sortPrefs sets). solver.place is where a pod gets
+//     placed: bestPlacement looks, through the bin index, at the existing nodes and planned
+//     NodeClaims that can take it, then at the first NodePool whose prospective NodeClaim takes
+//     it, and keeps the cheapest placement: by unit price first (sizing.go: a NodeClaim is sized
+//     for the pods still to come, and commits to a budget), then by the price it adds.
 //   - fit.go: estimate (a cheap bound from resources alone) and fit, which checks one placement:
 //     taints, host ports, node requirements, topology (topologycheck.go fitsTopology, which also
 //     pins an open zone or other domain of a planned NodeClaim), then for a planned NodeClaim the
@@ -43,21 +50,29 @@
 //     instance types), minValues and the NodePool's limits (template.go limits.allows).
 //   - commit.go: applies the chosen placement: opens the NodeClaim if it is new, reserves its
 //     capacity against the limits, records the narrowed requirements and topology counts.
-//   - improve.go: the improvement pass, run by solver.run once every pod has been tried: moves
-//     pods off planned NodeClaims when that lowers the total price, undoing what does not help.
+//   - repack.go: the repacking pass, run by solver.run once every pod has been tried: the pods
+//     that only need resources are packed again from scratch (pack.go, guided by the covering LP
+//     of their demand over the instance types) within each class of planned NodeClaims that share
+//     a NodePool and requirements, and the new packing is kept when it is cheaper.
+//   - improve.go: the improvement pass, run next: moves pods off planned NodeClaims when that
+//     lowers the total price, undoing what does not help.
 //   - finalize.go, solver.results: each planned NodeClaim's final instance-type options (those
 //     fitting its pods, within what the NodePool's limits leave for the largest option,
 //     truncated to MaxInstanceTypes; the last narrowing), and NodeClaimPlan.NodeClaim.
 //   - explain.go: the UnschedulableError of each pod that could not be placed, by re-running fit
-//     with a reason collector against every NodePool and existing node.
+//     with a reason collector against every NodePool and existing node; a volume that rules one
+//     out is named first, with its claim (volumes.go volumeRefusal).
 //
 // Supporting files: bin.go (a node in the simulation), pods.go (a pod in the simulation and its
 // soft constraints), template.go (a NodePool in the simulation: instance types, option sets,
 // limits), topology.go (topology keys, domains and groups), topologycheck.go (the topology
-// checks of fit), resources.go (resource arithmetic, pod requests), taints.go (tolerations).
+// checks of fit), resources.go (resource arithmetic, pod requests), extended.go (extended
+// resources in fit checks), taints.go (tolerations),
+// daemons.go (where DaemonSet pods run, and the overhead they add), volumes.go (where a pod's
+// volumes can be used: Volumes, and the requirements of claims, volumes and StorageClasses).
 //
 // Where NodePool limits are applied: they enter through Scheduler.Solve (NodePool.Remaining for
 // the package-level Solve), become template.go's limits in setup.go, are checked in fit.go,
-// reserved in commit.go, released and restored by the moves of improve.go, and bound the final
-// options in finalize.go.
+// reserved in commit.go, swapped by repack.go when a packing keeps within them, released and
+// restored by the moves of improve.go, and bound the final options in finalize.go.
 package scheduling

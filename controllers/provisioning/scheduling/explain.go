@@ -73,6 +73,9 @@ func (s *solver) explain(q *podInfo) error {
 			reason = t.err.Error()
 		default:
 			var refusal refusalReason
+			if r := q.volumeRefusal(t.reqs, "NodePool "+t.name); r != "" {
+				refusal.set("%s", r)
+			}
 			fresh := s.fresh[i]
 			if _, ok := s.estimate(q, fresh); !ok {
 				need := fresh.used.plus(q.requests)
@@ -89,7 +92,9 @@ func (s *solver) explain(q *podInfo) error {
 		var order []string
 		for _, b := range s.bins[:s.existingCount] {
 			var refusal refusalReason
-			if _, ok := s.estimate(q, b); !ok {
+			if r := q.volumeRefusal(b.reqs, "the node"); r != "" {
+				refusal.set("%s", r)
+			} else if _, ok := s.estimate(q, b); !ok {
 				refusal.set("not enough free resources")
 			} else {
 				s.fit(q, b, &refusal)

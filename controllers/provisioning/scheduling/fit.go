@@ -9,15 +9,22 @@ import (
 
 // plan is a checked placement of one pod on one bin: what it costs and what it changes.
 type plan struct {
-	target *bin    // the bin the pod goes on
-	delta  float64 // price added: 0 on an existing node, growth of a planned NodeClaim, price of a new one
-	rank   int
-	slack  float64 // normalised cpu+memory left on the chosen size; less is a tighter fit
+	target *bin // the bin the pod goes on
+	// unit is the unit price of the placement (sizing.go): 0 on an existing node and within a
+	// planned NodeClaim's budget; budget is the planned NodeClaim's budget after it.
+	unit, budget float64
+	delta        float64 // price added: 0 on an existing node, growth of a planned NodeClaim, price of a new one
+	rank         int
+	slack        float64 // normalised cpu+memory left on the chosen size; less is a tighter fit
 	// For planned NodeClaims: the narrowed requirements (when narrowed), the new options and the
-	// index of the cheapest that fits.
+	// index of the cheapest that fits. The NodeClaim requirements are only built when the
+	// placement is committed (plan.specOf): the pod's node requirement term (addsTerm, term) and
+	// the pinned domains narrow them.
 	narrowed      bool
-	reqs, spec    requirements.Requirements
-	pinnedDomains []domainPin
+	addsTerm      bool
+	term          int
+	reqs          requirements.Requirements
+	pinnedDomains domainPins
 	opts          *optionSet
 	optionIndex   int
 	minRelaxed    bool
@@ -26,12 +33,55 @@ type plan struct {
 // domainPin fixes a topology key of a planned NodeClaim to a domain.
 type domainPin struct{ key, domain int32 }
 
+// domainPins are the domains a placement pins, held in the plan itself for the usual one or two
+// (a plan is made for every bin a pod is tried on, most of them never committed).
+type domainPins struct {
+	inline [2]domainPin
+	more   []domainPin
+	n      int
+}
+
+func (d *domainPins) add(pin domainPin) {
+	if d.n < len(d.inline) {
+		d.inline[d.n] = pin
+	} else {
+		d.more = append(d.more, pin)
+	}
+	d.n++
+}
+
+// at returns the i-th pin, i < d.n.
+func (d *domainPins) at(i int) domainPin {
+	if i < len(d.inline) {
+		return d.inline[i]
+	}
+	return d.more[i-len(d.inline)]
+}
+
 const priceEpsilon = 1e-9
 
-// better orders placements: less added price, then rank (existing nodes before planned
-// NodeClaims before a new one); among NodeClaims that must grow, the smaller one, which spreads
-// growth over the nodes that are there anyway instead of piling it on one; then the tighter fit.
+// better orders placements: less unit price (sizing.go), then as betterDelta.
 func (p *plan) better(o *plan) bool {
+	switch {
+	case p.unit < o.unit-priceEpsilon:
+		return true
+	case p.unit > o.unit+priceEpsilon:
+		return false
+	}
+	return p.betterDelta(o)
+}
+
+// cannotBeat reports whether no placement whose unit price and added price are at least p's can
+// be better than o.
+func (p *plan) cannotBeat(o *plan) bool {
+	return p.unit > o.unit+priceEpsilon || (p.unit >= o.unit-priceEpsilon && p.delta > o.delta+priceEpsilon)
+}
+
+// betterDelta orders placements by the price they add: less added price, then rank (existing
+// nodes before planned NodeClaims before a new one); among NodeClaims that must grow, the smaller
+// one, which spreads growth over the nodes that are there anyway instead of piling it on one;
+// then the tighter fit.
+func (p *plan) betterDelta(o *plan) bool {
 	switch {
 	case p.delta < o.delta-priceEpsilon:
 		return true
@@ -53,7 +103,9 @@ func (s *solver) slackOf(used, add *vec, alloc *[numCore]int64) float64 {
 }
 
 // estimate is a cheap lower bound of the placement of q on b from resources alone: a real
-// placement can only narrow the options, which never makes them cheaper.
+// placement can only narrow the options, which never makes them cheaper. Its unit price is a
+// lower bound too: coverage is at most 1, and an opening's target costs at least its cheapest
+// option.
 func (s *solver) estimate(q *podInfo, b *bin) (plan, bool) {
 	if b.existing != nil {
 		if !fitsSum(&b.used, &q.requests, &b.capacity) {
@@ -69,7 +121,11 @@ func (s *solver) estimate(q *podInfo, b *bin) (plan, bool) {
 	if idx < 0 {
 		return plan{}, false
 	}
-	return plan{target: b, rank: b.rank(), delta: o.price[idx] - b.price, slack: s.slackOf(&b.used, &q.requests, &o.alloc[idx])}, true
+	unit := max(o.price[idx]-b.budget, 0)
+	if b.id < 0 {
+		unit = o.price[idx]
+	}
+	return plan{target: b, rank: b.rank(), unit: unit, delta: o.price[idx] - b.price, slack: s.slackOf(&b.used, &q.requests, &o.alloc[idx])}, true
 }
 
 // refusalReason collects the reason a placement was refused, when the caller wants one; only
@@ -159,19 +215,18 @@ func (s *solver) fit(q *podInfo, b *bin, refusal *refusalReason) (plan, bool) {
 		}
 		return p, false
 	}
-	reqs, spec := b.reqs, b.spec
+	reqs := b.reqs
 	if b.isNew() {
 		// p.opts tracks the options of reqs while it is known without a lookup.
 		p.opts = b.opts
 		if q.activeNoHost[term].Len() > 0 && reqs.Add(q.activeNoHost[term].Items()...) {
-			p.narrowed = true
+			p.narrowed, p.addsTerm, p.term = true, true, term
 			p.opts = nil
-			spec.Add(q.activeNoHost[term].Items()...)
 		}
 	}
 
 	// Topology.
-	if !s.fitsTopology(q, b, &reqs, &spec, &p, refusal) {
+	if !s.fitsTopology(q, b, &reqs, &p, refusal) {
 		return p, false
 	}
 
@@ -229,8 +284,29 @@ func (s *solver) fit(q *podInfo, b *bin, refusal *refusalReason) (plan, bool) {
 			return p, false
 		}
 	}
-	p.reqs, p.spec, p.opts, p.optionIndex = reqs, spec, opts, idx
+	p.reqs, p.opts, p.optionIndex = reqs, opts, idx
 	p.delta = opts.price[idx] - b.price
 	p.slack = s.slackOf(&b.used, &q.requests, &opts.alloc[idx])
+	if b.id < 0 {
+		// An opening: sizeOpening chooses its target when the caller needs it.
+		p.unit, p.budget = opts.price[idx], opts.price[idx]
+	} else {
+		p.unit, p.budget = s.growthUnit(q, b, opts, idx), max(b.budget, opts.price[idx])
+	}
 	return p, true
+}
+
+// specOf returns the NodeClaim requirements of the planned NodeClaim after placing q by p: its
+// own, narrowed by the pod's node requirement term and the domains p pins.
+func (s *solver) specOf(q *podInfo, p *plan) requirements.Requirements {
+	spec := p.target.spec
+	if p.addsTerm {
+		spec.Add(q.activeNoHost[p.term].Items()...)
+	}
+	for i := range p.pinnedDomains.n {
+		pin := p.pinnedDomains.at(i)
+		key := s.topo.keys[pin.key]
+		spec.Add(requirements.In(key.name, key.domains[pin.domain]))
+	}
+	return spec
 }

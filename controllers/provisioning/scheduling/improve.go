@@ -17,6 +17,7 @@ const maxImprovementSweeps = 8
 
 // improve moves pods between nodes while that lowers the price of the planned NodeClaims.
 func (s *solver) improve(ctx context.Context) {
+	s.useIndex() // decided once: trying a move must not build the index (remove leaves src as it was)
 	for sweep := 0; sweep < maxImprovementSweeps; sweep++ {
 		moved := false
 		for _, src := range s.bins[s.existingCount:] {
@@ -73,28 +74,36 @@ func (s *solver) priceWithout(src *bin, q *podInfo) float64 {
 // moveSomewhere moves q from src to the node where it adds the least price, if that is less than
 // saving and every constraint still holds. It reports whether it moved q.
 func (s *solver) moveSomewhere(q *podInfo, src *bin, saving float64) bool {
-	undo := s.remove(q, src)
+	r := s.remove(q, src)
 	best, found := s.bestTarget(q, src, saving-priceEpsilon)
 	if !found {
-		undo()
+		s.undoRemove(&r)
 		return false
 	}
 	s.commit(q, &best)
+	s.reindex(src)
 	return true
 }
 
-// remove takes q off the planned NodeClaim src and returns a function that puts it back exactly.
-func (s *solver) remove(q *podInfo, src *bin) (undo func()) {
-	at := slices.Index(src.placed, q)
-	saved := struct {
-		used     vec
-		first    int
-		price    float64
-		ports    []hostPort
-		reserved vec
-	}{src.used, src.first, src.price, src.ports, src.tmpl.limits.reserved}
+// removal is what undoRemove needs to put a pod back exactly where remove took it from.
+type removal struct {
+	q        *podInfo
+	src      *bin
+	at       int
+	used     vec
+	first    int
+	price    float64
+	ports    []hostPort
+	reserved vec
+}
+
+// remove takes q off the planned NodeClaim src; undoRemove puts it back exactly. It leaves src
+// where it was in the bin index, so that trying a move costs no reindexing: a search for where q
+// goes skips src anyway, and the caller reindexes src once a move is kept.
+func (s *solver) remove(q *podInfo, src *bin) removal {
 	t := src.tmpl
-	src.placed = slices.Delete(src.placed, at, at+1)
+	r := removal{q: q, src: src, at: slices.Index(src.placed, q), used: src.used, first: src.first, price: src.price, ports: src.ports, reserved: t.limits.reserved}
+	src.placed = slices.Delete(src.placed, r.at, r.at+1)
 	src.used = src.used.minus(q.requests)
 	src.ports = nil
 	for _, p := range src.placed {
@@ -121,19 +130,23 @@ func (s *solver) remove(q *podInfo, src *bin) (undo func()) {
 			t.limits.reserved = t.limits.reserved.minus(oldCapacity).plus(t.instanceTypes[src.opts.typeIndices[src.first]].capacity)
 		}
 	}
-	return func() {
-		if len(src.placed) == 0 && t.limits.any() {
-			t.limits.claims++
-		}
-		src.placed = slices.Insert(src.placed, at, q)
-		src.used, src.first, src.price, src.ports = saved.used, saved.first, saved.price, saved.ports
-		t.limits.reserved = saved.reserved
-		for _, g := range q.selectedBy {
-			s.count(src, g)
-		}
-		for _, o := range q.ownedGroups {
-			s.countOwner(src, o.group)
-		}
+	return r
+}
+
+// undoRemove puts back the pod r took off.
+func (s *solver) undoRemove(r *removal) {
+	src, q, t := r.src, r.q, r.src.tmpl
+	if len(src.placed) == 0 && t.limits.any() {
+		t.limits.claims++
+	}
+	src.placed = slices.Insert(src.placed, r.at, q)
+	src.used, src.first, src.price, src.ports = r.used, r.first, r.price, r.ports
+	t.limits.reserved = r.reserved
+	for _, g := range q.selectedBy {
+		s.count(src, g)
+	}
+	for _, o := range q.ownedGroups {
+		s.countOwner(src, o.group)
 	}
 }
 
@@ -143,6 +156,9 @@ func (s *solver) uncount(b *bin, g int32) {
 	grp.total--
 	if grp.key == hostnameKey {
 		b.counts = decCount(b.counts, g)
+		if countOf(b.counts, g) == 0 {
+			s.occupied.note(g, &s.occupied.selected, -1)
+		}
 		return
 	}
 	if d := b.domains[grp.key]; d >= 0 {
@@ -154,6 +170,9 @@ func (s *solver) uncountOwner(b *bin, g int32) {
 	grp := s.topo.groups[g]
 	if grp.key == hostnameKey {
 		b.owners = decCount(b.owners, g)
+		if countOf(b.owners, g) == 0 {
+			s.occupied.note(g, &s.occupied.owners, -1)
+		}
 		return
 	}
 	if d := b.domains[grp.key]; d >= 0 {
@@ -214,8 +233,8 @@ func (s *solver) removalKeepsOthers(q *podInfo, src *bin, p *plan) bool {
 
 // domainAfter is the domain of key the placement puts the pod in, or -1.
 func (s *solver) domainAfter(p *plan, key int32) int32 {
-	for _, pinned := range p.pinnedDomains {
-		if pinned.key == key {
+	for i := range p.pinnedDomains.n {
+		if pinned := p.pinnedDomains.at(i); pinned.key == key {
 			return pinned.domain
 		}
 	}
@@ -250,80 +269,90 @@ func (s *solver) shrink(src *bin) bool {
 	slices.SortStableFunc(candidates, func(a, b *podInfo) int {
 		return cmp.Compare(b.size, a.size)
 	})
-	var undos []func()
+	type move struct {
+		removal removal
+		commit  commitment
+	}
+	var buf [4]move // a NodeClaim rarely drops a size only after more moves
+	moves := buf[:0]
 	for _, q := range candidates {
 		if src.price < start-priceEpsilon || len(src.placed) <= 1 {
 			break
 		}
-		undoRemove := s.remove(q, src)
+		r := s.remove(q, src)
 		best, found := s.bestTarget(q, src, 2*priceEpsilon)
 		if !found {
-			undoRemove()
+			s.undoRemove(&r)
 			continue
 		}
-		undos = append(undos, undoRemove, s.commitUndoable(q, &best))
+		moves = append(moves, move{r, s.commitUndoable(q, &best)})
 	}
 	if src.price < start-priceEpsilon {
+		s.reindex(src)
 		return true
 	}
-
-	for i := len(undos) - 1; i >= 0; i-- {
-		undos[i]()
+	for i := len(moves) - 1; i >= 0; i-- {
+		s.undoCommit(&moves[i].commit)
+		s.undoRemove(&moves[i].removal)
 	}
 	return false
 }
 
 // bestTarget finds where q (already removed from src) adds the least price, if that is below
-// limit.
+// limit (binindex.go finds it). With a limit of 2·priceEpsilon, only room other nodes already pay
+// for will do.
 func (s *solver) bestTarget(q *podInfo, src *bin, limit float64) (plan, bool) {
-	var best plan
-	found := false
-	free := limit <= 2*priceEpsilon // only room already paid for will do
-	for _, b := range s.bins {
-		if b == src || (b.isNew() && len(b.placed) == 0) {
-			continue
-		}
-		if free && b.isNew() && !fitsCore(&b.used, &q.requests, &b.opts.alloc[b.first]) {
-			continue
-		}
-		est, ok := s.estimate(q, b)
-		if !ok || est.delta >= limit || (found && !est.better(&best)) {
-			continue
-		}
-		p, ok := s.fit(q, b, nil)
-		if !ok || p.delta >= limit || (found && !p.better(&best)) {
-			continue
-		}
-		if !s.removalKeepsOthers(q, src, &p) {
-			continue
-		}
-		best, found = p, true
+	if limit <= 0 {
+		return plan{}, false
+	}
+	if s.index == nil {
+		return s.scanTarget(q, src, limit)
+	}
+	check := func(p plan) bool { return s.removalKeepsOthers(q, src, &p) }
+	c := s.roomCandidates(q, src, limit, orderByDelta, check)
+	if c.foundFree || limit <= 2*priceEpsilon {
+		return c.free, c.foundFree
+	}
+	best, found := c.narrowed, c.foundNarrow
+	if g, ok := s.growthCandidate(q, src, limit, orderByDelta, check); ok && (!found || orderByDelta.beats(&g, &best)) {
+		best, found = g, true
 	}
 	return best, found
 }
 
-// commitUndoable commits a placement on a node that already has pods (or is an existing node)
-// and returns a function that reverses it exactly.
-func (s *solver) commitUndoable(q *podInfo, p *plan) (undo func()) {
-	b := p.target
-	saved := *b
-	var limitsSaved limits
-	if b.tmpl != nil {
-		limitsSaved = b.tmpl.limits
+// commitment is what undoCommit needs to reverse a placement exactly.
+type commitment struct {
+	q      *podInfo
+	b      *bin
+	saved  bin
+	limits limits
+}
+
+// commitUndoable commits a placement on a node that already has pods (or is an existing node);
+// undoCommit reverses it exactly.
+func (s *solver) commitUndoable(q *podInfo, p *plan) commitment {
+	c := commitment{q: q, b: p.target, saved: *p.target}
+	if c.b.tmpl != nil {
+		c.limits = c.b.tmpl.limits
 	}
 	s.commit(q, p)
-	return func() {
-		for _, g := range q.selectedBy {
-			s.uncount(b, g)
-		}
-		for _, o := range q.ownedGroups {
-			s.uncountOwner(b, o.group)
-		}
-		counts, owners := b.counts, b.owners
-		*b = saved
-		b.counts, b.owners = counts, owners
-		if b.tmpl != nil {
-			b.tmpl.limits = limitsSaved
-		}
+	return c
+}
+
+// undoCommit reverses the placement c recorded.
+func (s *solver) undoCommit(c *commitment) {
+	b, q := c.b, c.q
+	for _, g := range q.selectedBy {
+		s.uncount(b, g)
 	}
+	for _, o := range q.ownedGroups {
+		s.uncountOwner(b, o.group)
+	}
+	counts, owners := b.counts, b.owners
+	*b = c.saved
+	b.counts, b.owners = counts, owners
+	if b.tmpl != nil {
+		b.tmpl.limits = c.limits
+	}
+	s.reindex(b)
 }

@@ -61,9 +61,12 @@ type podInfo struct {
 	pod      *corev1.Pod
 	requests vec
 	// terms are the alternative node requirements (required node affinity terms with the
-	// nodeSelector); terms without their hostname requirement are in noHost.
+	// nodeSelector, intersected with those of its volumes); terms without their hostname
+	// requirement are in noHost.
 	terms  []requirements.Requirements
 	noHost []requirements.Requirements
+	// volumes are where the pod's volumes can be used (volumes.go), for explanations.
+	volumes []volumeTopology
 	// prefNode are the preferred node affinity terms, heaviest first.
 	prefNode []requirements.Preference
 	// prefs are the soft constraints in the order they are dropped; the first dropped are gone.
@@ -93,12 +96,18 @@ type podInfo struct {
 
 func (p *podInfo) name() string { return p.pod.Namespace + "/" + p.pod.Name }
 
-// newPodInfo prepares the pod's requests, node requirements, host ports and soft node affinity.
-// Topology is prepared by the solver once every key is known. preferNoSchedule says whether any
-// node or NodePool has a PreferNoSchedule taint worth avoiding.
-func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool) *podInfo {
+// newPodInfo prepares the pod's requests, node requirements (with those of its volumes, looked up
+// in volumes, which may be nil), host ports and soft node affinity. Topology is prepared by the
+// solver once every key is known. preferNoSchedule says whether any node or NodePool has a
+// PreferNoSchedule taint worth avoiding.
+func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool, volumes *Volumes) *podInfo {
 	p := &podInfo{pod: pod, requests: podRequests(pod)}
 	terms, err := requirements.ForPod(pod)
+	if err == nil {
+		if p.volumes, err = volumes.topologyOf(pod); err == nil {
+			terms, err = withVolumes(pod, terms, p.volumes)
+		}
+	}
 	if err != nil {
 		p.err = err
 		return p

@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -61,6 +62,7 @@ func (v *vec) set(name corev1.ResourceName, q resource.Quantity) {
 		return
 	}
 	if n == 0 {
+		delete(v.extended, name) // a zero extended resource is absent
 		return
 	}
 	if v.extended == nil {
@@ -187,9 +189,11 @@ func fitsCore(a, b *vec, capacity *[numCore]int64) bool {
 		a.core[2]+b.core[2] <= capacity[2] && a.core[3]+b.core[3] <= capacity[3]
 }
 
-// podRequests returns what a pod needs from a node: the larger of its app containers plus
-// restartable (sidecar) init containers, and the peak of its init containers run in order, plus
-// the pod overhead and one pod slot.
+// podRequests returns what a pod needs from a node, as kube-scheduler counts it: the larger of
+// its app containers plus restartable (sidecar) init containers, and the peak of its init
+// containers run in order; then, for each resource the pod-level spec.resources.requests sets
+// (cpu, memory and hugepages, the resources pod-level resources support), that request instead;
+// plus the pod overhead and one pod slot.
 func podRequests(pod *corev1.Pod) vec {
 	var apps vec
 	for i := range pod.Spec.Containers {
@@ -206,7 +210,21 @@ func podRequests(pod *corev1.Pod) vec {
 		}
 		initPeak = maxOf(initPeak, sidecars.plus(r))
 	}
-	out := maxOf(apps.plus(sidecars), initPeak).plus(vecOf(pod.Spec.Overhead))
+	out := maxOf(apps.plus(sidecars), initPeak)
+	if pod.Spec.Resources != nil {
+		for name, q := range pod.Spec.Resources.Requests {
+			if podLevelResource(name) {
+				out.set(name, q)
+			}
+		}
+	}
+	out = out.plus(vecOf(pod.Spec.Overhead))
 	out.core[resPods] = 1
 	return out
+}
+
+// podLevelResource reports whether a pod-level request of the resource counts (Kubernetes 1.34
+// pod-level resources): cpu, memory and hugepages-<size>. The API server refuses others.
+func podLevelResource(name corev1.ResourceName) bool {
+	return name == corev1.ResourceCPU || name == corev1.ResourceMemory || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
 }

@@ -18,7 +18,8 @@ import (
 // Solve calls may run on one Scheduler concurrently.
 //
 // NodePool limits are not part of it: they shrink as NodeClaims launch, so every Solve takes the
-// NodePools' remaining limits itself, and Prepare ignores NodePool.Remaining.
+// NodePools' remaining limits itself, and Prepare ignores NodePool.Remaining. The cluster's
+// storage is not read by Prepare either: WithVolumes adds it.
 type Scheduler struct {
 	opts  Options
 	pools []*poolTemplate // in weight order
@@ -26,6 +27,8 @@ type Scheduler struct {
 	byName map[string]int
 	// preferNoSchedule is set when some NodePool has a PreferNoSchedule taint.
 	preferNoSchedule bool
+	// volumes are the cluster's storage (WithVolumes); nil when unknown.
+	volumes *Volumes
 }
 
 // Prepare builds a Scheduler for nodePools (their NodePool and InstanceTypes; Remaining is not
@@ -38,7 +41,7 @@ func Prepare(nodePools []NodePool, daemonSetPods []*corev1.Pod, opts Options) (*
 	s := &Scheduler{opts: opts, byName: make(map[string]int, len(nodePools))}
 	daemons := make([]*podInfo, 0, len(daemonSetPods))
 	for _, ds := range daemonSetPods {
-		daemons = append(daemons, newPodInfo(ds, false, false))
+		daemons = append(daemons, newPodInfo(ds, false, false, nil))
 	}
 	for i, np := range nodePools {
 		for _, t := range np.NodePool.Spec.Template.Spec.Taints {
@@ -58,6 +61,15 @@ func Prepare(nodePools []NodePool, daemonSetPods []*corev1.Pod, opts Options) (*
 
 // Options returns the options the Scheduler was prepared with.
 func (s *Scheduler) Options() Options { return s.opts }
+
+// WithVolumes returns a Scheduler like s whose simulations place a pod with volumes only where
+// they can be used, as volumes (see Volumes; nil knows no storage) say. It shares s's prepared
+// NodePools and leaves s unchanged.
+func (s *Scheduler) WithVolumes(volumes *Volumes) *Scheduler {
+	out := *s
+	out.volumes = volumes
+	return &out
+}
 
 // Solve places pods on the existing nodes and on new NodeClaims from the prepared NodePools, like
 // the package-level Solve. remaining gives, by NodePool name, what is left of each NodePool's

@@ -213,7 +213,7 @@ func prepareBench(b *testing.B, in Input) (*Scheduler, map[string]corev1.Resourc
 // outside the timer, as the reference does with its scheduler. pods/s and B/pod count Solve
 // alone; prepare-ms is the preparation (Prepare) per iteration, measured separately.
 func BenchmarkScheduling(b *testing.B) {
-	for _, n := range []int{1, 100, 1000, 5000, 20000} {
+	for _, n := range []int{1, 100, 1000, 5000, 20000, 50000} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			var elapsed, prepared time.Duration
 			var allocated uint64

@@ -17,6 +17,7 @@ type setup struct {
 	pendingConstraints [][]constraint   // per pending pod
 	existingAnti       [][][]constraint // per existing node, per pod: required anti-affinity
 	existingGroups     [][][]int32      // the same, as groups
+	volumes            *Volumes         // the storage the pending pods' volumes are looked up in
 }
 
 // newSolver prepares a simulation on a prepared Scheduler: the pods, the NodePools in weight
@@ -25,7 +26,7 @@ type setup struct {
 // each NodePool would open. It changes nothing in sch.
 func newSolver(sch *Scheduler, pods []*corev1.Pod, existing []*ExistingNode, remaining []corev1.ResourceList) *solver {
 	s := &solver{opts: sch.opts, topo: newTopology(), existingNodes: existing, reach: map[reachKey]bool{}}
-	st := &setup{pods: pods, existing: existing}
+	st := &setup{pods: pods, existing: existing, volumes: sch.volumes}
 	s.preparePods(st, sch.preferNoSchedule)
 	s.prepareNodePools(st, sch, remaining)
 	s.prepareGroups(st)
@@ -47,7 +48,7 @@ func (s *solver) preparePods(st *setup, preferNoSchedule bool) {
 	}
 	st.pendingConstraints = make([][]constraint, len(st.pods))
 	for i, pod := range st.pods {
-		p := newPodInfo(pod, withSoft, preferNoSchedule)
+		p := newPodInfo(pod, withSoft, preferNoSchedule, st.volumes)
 		p.order = i
 		s.pods = append(s.pods, p)
 		if p.err != nil {
@@ -199,7 +200,7 @@ func (s *solver) prepareExistingNodes(st *setup) {
 		b := s.existingBin(int32(n), en)
 		for j, pod := range en.Pods {
 			b.used = b.used.plus(podRequests(pod))
-			b.basePorts = append(b.basePorts, newPodInfo(pod, false, false).ports...)
+			b.basePorts = append(b.basePorts, newPodInfo(pod, false, false, nil).ports...)
 			for gi, g := range s.topo.groups {
 				if g.selects(pod) {
 					s.count(b, int32(gi))

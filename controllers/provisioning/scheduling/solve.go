@@ -3,6 +3,7 @@ package scheduling
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,12 @@ type solver struct {
 	// allocatable of a reference instance type (the median-priced type of the first usable
 	// NodePool), so that one such node counts 1 in each.
 	cpuWeight, memWeight float64
+	// pending is what the pods of the current pass not placed yet request (sizing.go).
+	pending vec
+	// index finds the bins worth trying for a pod, occupied counts the bins each hostname group
+	// rules out (binindex.go).
+	index    *binIndex
+	occupied occupancy
 }
 
 // Solve places the pending pods of in on existing nodes and on new NodeClaims, packing them so
@@ -35,13 +42,15 @@ type solver struct {
 // Results are always returned. When ctx ends first, the pods not yet placed are reported as
 // unschedulable and the error is ctx.Err().
 //
-// It is Prepare followed by Scheduler.Solve with each NodePool's Remaining; to run several
-// simulations on unchanged NodePools, prepare once and call Scheduler.Solve.
+// It is Prepare and Scheduler.WithVolumes followed by Scheduler.Solve with each NodePool's
+// Remaining; to run several simulations on unchanged NodePools, prepare once and call
+// Scheduler.Solve.
 func Solve(ctx context.Context, in Input) (*Results, error) {
 	sch, err := Prepare(in.NodePools, in.DaemonSetPods, in.Options)
 	if err != nil {
 		return nil, err
 	}
+	sch = sch.WithVolumes(in.Volumes)
 	remaining := make([]corev1.ResourceList, len(in.NodePools))
 	for i, np := range in.NodePools {
 		remaining[i] = np.Remaining
@@ -55,6 +64,9 @@ func (s *solver) count(b *bin, g int32) {
 	grp.total++
 	if grp.key == hostnameKey {
 		b.counts = incCount(b.counts, g)
+		if countOf(b.counts, g) == 1 {
+			s.occupied.note(g, &s.occupied.selected, 1)
+		}
 		return
 	}
 	if d := b.domains[grp.key]; d >= 0 {
@@ -68,6 +80,9 @@ func (s *solver) countOwner(b *bin, g int32) {
 	grp := s.topo.groups[g]
 	if grp.key == hostnameKey {
 		b.owners = incCount(b.owners, g)
+		if countOf(b.owners, g) == 1 {
+			s.occupied.note(g, &s.occupied.owners, 1)
+		}
 		return
 	}
 	if d := b.domains[grp.key]; d >= 0 {
@@ -112,6 +127,7 @@ func (s *solver) run(ctx context.Context) {
 	for pass := 0; len(queue) > 0; pass++ {
 		placed := false
 		var failed []*podInfo
+		s.startPending(queue)
 		for i, p := range queue {
 			if i%32 == 0 && ctx.Err() != nil {
 				s.stopped = ctx.Err()
@@ -122,6 +138,7 @@ func (s *solver) run(ctx context.Context) {
 			for !ok && pass > 0 && p.relax() {
 				ok = s.place(p)
 			}
+			s.pending.subInPlace(&p.requests)
 			if ok {
 				placed = true
 				continue
@@ -134,52 +151,57 @@ func (s *solver) run(ctx context.Context) {
 		}
 	}
 	s.failed = queue
+	s.repack(ctx)
 	s.improve(ctx)
 }
 
-// place puts the pod where it adds the least price, and reports whether it found a place.
+// place puts the pod where it costs the least (plan.better), and reports whether it found a
+// place.
 func (s *solver) place(q *podInfo) bool {
+	best, found := s.bestPlacement(q)
+	if found {
+		s.commit(q, &best)
+	}
+	return found
+}
+
+// bestPlacement returns the placement of q that costs the least (plan.better), and whether there
+// is one: on the existing nodes and planned NodeClaims (binindex.go finds it), or a new NodeClaim
+// from the first NodePool that can take the pod, whichever is better.
+func (s *solver) bestPlacement(q *podInfo) (plan, bool) {
 	var best plan
-	found := false
-	for _, b := range s.bins {
-		if b.isNew() {
-			if len(b.placed) == 0 {
-				continue
-			}
-			// A NodeClaim the pod does not fit at its current size must grow at least to its next
-			// option; skip it without searching when even that is worse than the best so far.
-			if found && !fitsCore(&b.used, &q.requests, &b.opts.alloc[b.first]) && b.opts.priceOf(b.first+1)-b.price > best.delta+priceEpsilon {
-				continue
-			}
+	var found bool
+	if s.useIndex() {
+		c := s.roomCandidates(q, nil, math.Inf(1), orderByUnit, nil)
+		if c.foundFree {
+			return c.free, true // nothing beats a placement that adds no price
 		}
-		est, ok := s.estimate(q, b)
-		if !ok || (found && !est.better(&best)) {
-			continue
+		best, found = c.narrowed, c.foundNarrow
+		if g, ok := s.growthCandidate(q, nil, math.Inf(1), orderByUnit, nil); ok && (!found || orderByUnit.beats(&g, &best)) {
+			best, found = g, true
 		}
-		p, ok := s.fit(q, b, nil)
-		if ok && (!found || p.better(&best)) {
-			best, found = p, true
-		}
+	} else {
+		best, found = s.scanPlacement(q)
 	}
 	for _, fresh := range s.fresh {
 		if fresh == nil || q.tolerance[fresh.tmpl.index] == 2 {
 			continue
 		}
-		if _, ok := s.estimate(q, fresh); !ok {
+		est, ok := s.estimate(q, fresh)
+		if !ok {
 			continue
 		}
 		p, ok := s.fit(q, fresh, nil)
 		if !ok {
 			continue // not compatible: the next NodePool may be
 		}
-		if !found || p.better(&best) {
-			best, found = p, true
+		if !found || !est.cannotBeat(&best) {
+			s.sizeOpening(q, &p)
+			if !found || p.better(&best) {
+				best, found = p, true
+			}
 		}
 		break // only the first compatible NodePool opens NodeClaims for the pod
 	}
-	if !found {
-		return false
-	}
-	s.commit(q, &best)
-	return true
+	return best, found
 }

@@ -39,9 +39,12 @@ type poolTemplate struct {
 	// instanceTypes are the instance types compatible with reqs, cheapest first.
 	instanceTypes []instanceTypeInfo
 	// base are the options of reqs; baseHash is reqs.Hash().
-	base      *optionSet
-	baseHash  uint64
+	base     *optionSet
+	baseHash uint64
+	// daemon is what the DaemonSet pods that run on every node of the NodePool request; varying
+	// are those that run on some of its nodes only (daemons.go).
 	daemon    vec
+	varying   varyingDaemons
 	minValues bool
 	// err says why the NodePool cannot launch anything; it is then skipped.
 	err error
@@ -137,11 +140,12 @@ type optionSet struct {
 
 // cheapestFit returns the first option from `from` on that fits used+add, or -1.
 func (o *optionSet) cheapestFit(t *template, from int, used, add *vec) int {
+	needs := needsOf(used, add) // extended.go
 	for i := from; i < len(o.typeIndices); i++ {
 		if !fitsCore(used, add, &o.alloc[i]) {
 			continue
 		}
-		if (used.extended != nil || add.extended != nil) && !fitsSum(used, add, &t.instanceTypes[o.typeIndices[i]].alloc) {
+		if !needs.none() && !needs.fitIn(&t.instanceTypes[o.typeIndices[i]].alloc) {
 			continue
 		}
 		return i
@@ -202,29 +206,9 @@ func newPoolTemplate(index int, np NodePool, daemonSets []*podInfo) *poolTemplat
 	for i, p := range priced {
 		t.instanceTypes[i] = instanceTypeInfo{instanceType: p.it, alloc: capacityOf(p.it.Allocatable()), capacity: vecOf(p.it.Capacity)}
 	}
+	t.prepareDaemons(daemonSets)
 	t.base, t.baseHash = t.buildOptions(t.reqs), t.reqs.Hash()
-	for _, ds := range daemonSets {
-		if t.runsDaemon(ds) {
-			t.daemon = t.daemon.plus(ds.requests)
-		}
-	}
 	return t
-}
-
-// runsDaemon reports whether a DaemonSet pod would run on the template's nodes.
-func (t *poolTemplate) runsDaemon(ds *podInfo) bool {
-	if ds.err != nil {
-		return false
-	}
-	if hard, _ := untolerated(ds.pod.Spec.Tolerations, t.taints); hard != nil {
-		return false
-	}
-	for _, term := range ds.terms {
-		if _, bad := t.reqs.FirstIncompatibility(term); !bad {
-			return true
-		}
-	}
-	return false
 }
 
 // unionOf returns, per label key any of the instance types or their available offerings
@@ -408,7 +392,7 @@ func (t *poolTemplate) buildOptions(reqs requirements.Requirements) *optionSet {
 	set := &optionSet{reqs: reqs, typeIndices: make([]int32, len(opts)), price: make([]float64, len(opts)), alloc: make([][numCore]int64, len(opts))}
 	for j, o := range opts {
 		set.typeIndices[j], set.price[j] = o.i, o.price
-		set.alloc[j] = t.instanceTypes[o.i].alloc.core
+		set.alloc[j] = t.optionAlloc(o.i, reqs)
 		for r := range numCore {
 			set.maxAlloc[r] = max(set.maxAlloc[r], set.alloc[j][r])
 		}

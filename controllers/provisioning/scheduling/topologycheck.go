@@ -11,8 +11,8 @@ import (
 func (q *podInfo) selfSelected(g int32) bool { return slices.Contains(q.selectedBy, g) }
 
 // fitsTopology checks the pod's topology constraints (and those of placed pods that select it) on
-// b, fixing the open topology domains of a planned NodeClaim in reqs, spec and p.pinnedDomains.
-func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requirements, p *plan, refusal *refusalReason) bool {
+// b, fixing the open topology domains of a planned NodeClaim in reqs and p.pinnedDomains.
+func (s *solver) fitsTopology(q *podInfo, b *bin, reqs *requirements.Requirements, p *plan, refusal *refusalReason) bool {
 	groups := s.topo.groups
 	// Hostname groups: the domain is the bin.
 	for _, g := range q.activeGroups {
@@ -106,7 +106,8 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 			domain int32
 			score  int64
 		}
-		var candidates []candidate
+		var buf [8]candidate // most keys have few domains: no allocation
+		candidates := buf[:0]
 		refusingGroup := int32(-1)
 		for dom, v := range key.domains {
 			if !r.Has(v) {
@@ -152,9 +153,8 @@ func (s *solver) fitsTopology(q *podInfo, b *bin, reqs, spec *requirements.Requi
 		}
 		*reqs = pinnedOpts.reqs
 		p.opts = pinnedOpts
-		spec.Add(requirements.In(key.name, key.domains[best]))
 		p.narrowed = true
-		p.pinnedDomains = append(p.pinnedDomains, domainPin{key: k, domain: best})
+		p.pinnedDomains.add(domainPin{key: k, domain: best})
 	}
 	return true
 }

@@ -91,8 +91,13 @@ type Input struct {
 	// (higher first, unset counting as 0), then by name.
 	NodePools []NodePool
 	// DaemonSetPods are one pod per DaemonSet (its template); a new node pays for every one it
-	// would run: whose tolerations cover the NodePool's taints and whose node affinity allows it.
+	// would run: whose tolerations cover the NodePool's taints and whose node affinity allows it,
+	// on the instance types and offerings it allows.
 	DaemonSetPods []*corev1.Pod
+	// Volumes are the cluster's PersistentVolumeClaims, PersistentVolumes and StorageClasses
+	// (NewVolumes): a pod with volumes is placed only where they can be used. nil knows no
+	// storage, and volumes then restrict nothing.
+	Volumes *Volumes
 	// Options tune the simulation.
 	Options Options
 }
@@ -128,7 +133,10 @@ type NodeClaimPlan struct {
 	// InstanceTypeOptions are the instance types that fit the pods, cheapest first, at most
 	// Options.MaxInstanceTypes of them (more only for minValues), within the NodePool's limits.
 	InstanceTypeOptions cloudprovider.InstanceTypes
-	// Requests are what the node must offer: the pods' requests plus DaemonSet overhead.
+	// Requests are what the node must offer: the pods' requests plus the overhead of the
+	// DaemonSets that run on every node of the NodePool. A DaemonSet that runs on some instance
+	// types or offerings only is charged to their allocatable instead, which InstanceTypeOptions
+	// already account for.
 	Requests corev1.ResourceList
 	// Pods are the pods planned onto it.
 	Pods []*corev1.Pod
