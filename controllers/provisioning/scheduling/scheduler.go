@@ -3,6 +3,7 @@ package scheduling
 import (
 	"context"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -29,6 +30,8 @@ type Scheduler struct {
 	preferNoSchedule bool
 	// volumes are the cluster's storage (WithVolumes); nil when unknown.
 	volumes *Volumes
+	// existing caches, per *ExistingNode, what its bin is in every solve (existingNode).
+	existing *sync.Map
 }
 
 // Prepare builds a Scheduler for nodePools (their NodePool and InstanceTypes; Remaining is not
@@ -38,7 +41,7 @@ type Scheduler struct {
 // Solve, which gives its reason in the explanations of unschedulable pods. The error is reserved
 // for future checks and is currently always nil.
 func Prepare(nodePools []NodePool, daemonSetPods []*corev1.Pod, opts Options) (*Scheduler, error) {
-	s := &Scheduler{opts: opts, byName: make(map[string]int, len(nodePools))}
+	s := &Scheduler{opts: opts, byName: make(map[string]int, len(nodePools)), existing: &sync.Map{}}
 	daemons := make([]*podInfo, 0, len(daemonSetPods))
 	for _, ds := range daemonSetPods {
 		daemons = append(daemons, newPodInfo(ds, false, false, nil))

@@ -31,7 +31,7 @@ func newSolver(sch *Scheduler, pods []*corev1.Pod, existing []*ExistingNode, rem
 	s.prepareNodePools(st, sch, remaining)
 	s.prepareGroups(st)
 	s.prepareSelection()
-	s.prepareExistingNodes(st)
+	s.prepareExistingNodes(st, sch)
 	s.prepareOrder()
 	return s
 }
@@ -195,12 +195,10 @@ func (s *solver) prepareSelection() {
 
 // prepareExistingNodes adds the existing nodes as bins, with their pods' requests, host ports and
 // topology counted.
-func (s *solver) prepareExistingNodes(st *setup) {
+func (s *solver) prepareExistingNodes(st *setup, sch *Scheduler) {
 	for n, en := range st.existing {
-		b := s.existingBin(int32(n), en)
+		b := s.existingBin(int32(n), en, sch.existingNode(en))
 		for j, pod := range en.Pods {
-			b.used = b.used.plus(podRequests(pod))
-			b.basePorts = append(b.basePorts, newPodInfo(pod, false, false, nil).ports...)
 			for gi, g := range s.topo.groups {
 				if g.selects(pod) {
 					s.count(b, int32(gi))
@@ -214,6 +212,37 @@ func (s *solver) prepareExistingNodes(st *setup) {
 		s.bins = append(s.bins, b)
 	}
 	s.existingCount = len(s.bins)
+}
+
+// existingPrep is what an existing node contributes to every solve that is the same in each: its
+// requirements (from its labels), capacity, the resources its pods use and their host ports.
+type existingPrep struct {
+	reqs     requirements.Requirements
+	capacity vec
+	used     vec
+	ports    []hostPort
+}
+
+// existingNode returns the part of en's bin that does not depend on the solve, computed once per
+// Scheduler: a disruption pass solves many times over the same nodes (ExistingNodes must not change
+// while the Scheduler is in use, as Prepare's other arguments).
+func (sch *Scheduler) existingNode(en *ExistingNode) *existingPrep {
+	if p, ok := sch.existing.Load(en); ok {
+		return p.(*existingPrep)
+	}
+	reqs := requirements.FromLabels(en.Labels)
+	if !reqs.Has(karpv1.LabelHostname) {
+		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
+	}
+	p := &existingPrep{reqs: reqs, capacity: capacityOf(en.Allocatable)}
+	for _, pod := range en.Pods {
+		p.used = p.used.plus(podRequests(pod))
+		p.ports = append(p.ports, newPodInfo(pod, false, false, nil).ports...)
+	}
+	// A solve appends the ports of the pods it places: make that copy rather than share.
+	p.ports = slices.Clip(p.ports)
+	actual, _ := sch.existing.LoadOrStore(en, p)
+	return actual.(*existingPrep)
 }
 
 // prepareOrder sets the reference shape that makes cpu and memory comparable, the pods' sizes,
@@ -242,12 +271,9 @@ func (s *solver) prepareOrder() {
 	}
 }
 
-func (s *solver) existingBin(id int32, en *ExistingNode) *bin {
-	reqs := requirements.FromLabels(en.Labels)
-	if !reqs.Has(karpv1.LabelHostname) {
-		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
-	}
-	b := &bin{id: id, existing: en, hostname: en.Name, reqs: reqs, capacity: capacityOf(en.Allocatable), taints: en.Taints}
+func (s *solver) existingBin(id int32, en *ExistingNode, prep *existingPrep) *bin {
+	b := &bin{id: id, existing: en, hostname: en.Name, reqs: prep.reqs, capacity: prep.capacity, taints: en.Taints,
+		used: prep.used, basePorts: prep.ports}
 	b.domains = make([]int32, len(s.topo.keys))
 	for k, key := range s.topo.keys {
 		b.domains[k] = -1
