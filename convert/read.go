@@ -108,7 +108,7 @@ func readFile(path, rel string) (Input, error) {
 	if err != nil {
 		return Input{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	data, err := readLimited(f, path)
 	if err != nil {
 		return Input{}, err

@@ -105,7 +105,7 @@ func TestPolicyCheckStopsWhenInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdin, w := io.Pipe()
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr bytes.Buffer

@@ -12,13 +12,6 @@ const (
 	consolidationTypeLabel = "consolidation_type"
 )
 
-// Values of the reason label of karpenter_nodeclaims_created_total and
-// karpenter_nodeclaims_disrupted_total for disruption (lower case, as Karpenter counts them).
-const (
-	reasonUnderutilized = "underutilized"
-	reasonEmpty         = "empty"
-)
-
 // Metrics are the disruption controller's Prometheus metrics, with Karpenter v1.14's names and
 // labels, so its dashboards and alerts work unchanged.
 type Metrics struct {

@@ -73,7 +73,7 @@ func runChild(kubeconfig, logPath string) int {
 		fmt.Fprintln(os.Stderr, "child: open log:", err)
 		return 1
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var mu sync.Mutex
 	logger := funcr.New(func(prefix, args string) {
 		mu.Lock()

@@ -21,8 +21,6 @@ import (
 	"github.com/joiner-dev/joiner/e2e/framework"
 )
 
-const nodeClassName = framework.NodeClassName
-
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	framework.Eventually(t, timeout, what, cond)

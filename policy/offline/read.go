@@ -305,7 +305,7 @@ func (r *pendingRead) stop() {
 	defer r.mu.Unlock()
 	r.stopped = true
 	if r.file != nil {
-		r.file.Close()
+		_ = r.file.Close()
 	}
 }
 
@@ -333,7 +333,7 @@ func (r *pendingRead) read() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if !r.opened(f) {
 		return nil, fmt.Errorf("read %s: %w", path, context.Canceled)
 	}

@@ -56,7 +56,7 @@ func TestReadInputSkipsFIFOFoundInFolder(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
+			_ = w.Close()
 		}
 		t.Fatal("readInput blocked on a FIFO found in a folder")
 	}

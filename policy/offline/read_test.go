@@ -49,7 +49,7 @@ func mkfifo(t *testing.T, path string) {
 	}
 	t.Cleanup(func() {
 		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
+			_ = w.Close()
 		}
 	})
 }
@@ -137,7 +137,7 @@ func TestLoadObjectsStopsWhenCancelled(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					t.Cleanup(func() { w.Close() })
+					t.Cleanup(func() { _ = w.Close() })
 					if _, err := io.WriteString(w, "apiVersion: v1\n"); err != nil {
 						t.Fatal(err)
 					}
@@ -148,7 +148,7 @@ func TestLoadObjectsStopsWhenCancelled(t *testing.T) {
 			name: "standard input that never ends",
 			input: func(t *testing.T) (string, io.Reader, func(*testing.T)) {
 				r, w := io.Pipe()
-				t.Cleanup(func() { w.Close() })
+				t.Cleanup(func() { _ = w.Close() })
 				return "-", r, func(t *testing.T) {
 					// io.Pipe's Write returns once the load has read the bytes.
 					if _, err := io.WriteString(w, "apiVersion: v1\n"); err != nil {
@@ -245,8 +245,8 @@ func TestLoadObjectsSizeLimit(t *testing.T) {
 					if err != nil {
 						return // the load fails and reports it
 					}
-					defer w.Close()
-					io.WriteString(w, pod)
+					defer func() { _ = w.Close() }()
+					_, _ = io.WriteString(w, pod)
 				}()
 				return p, nil
 			},

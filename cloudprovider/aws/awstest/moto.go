@@ -120,7 +120,7 @@ func startMoto(ctx context.Context, bin, dir, amis string) (*Moto, error) {
 	m := &Moto{MotoEndpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, exited: make(chan struct{}), output: out, tempDir: dir}
 	go func() { _ = cmd.Wait(); close(m.exited) }()
 	if err := m.waitReady(ctx, 60*time.Second); err != nil {
-		m.killMoto()
+		_ = m.killMoto()
 		return nil, err
 	}
 	return m, nil

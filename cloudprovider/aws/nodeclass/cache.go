@@ -49,10 +49,3 @@ func (c *ttlCache[V]) set(key string, value V) {
 	}
 	c.entries[key] = ttlEntry[V]{value: value, expires: now.Add(c.ttl)}
 }
-
-// delete forgets key.
-func (c *ttlCache[V]) delete(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, key)
-}

@@ -94,12 +94,3 @@ func cacheKey(kind string, v any) string {
 	}
 	return kind + ":" + string(b)
 }
-
-func tagValue(tags []ec2types.Tag, key string) (string, bool) {
-	for _, t := range tags {
-		if aws.ToString(t.Key) == key {
-			return aws.ToString(t.Value), true
-		}
-	}
-	return "", false
-}

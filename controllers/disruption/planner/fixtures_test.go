@@ -143,10 +143,6 @@ func withPriority(prio int32) podOption {
 	return func(p *corev1.Pod) { p.Spec.Priority = &prio }
 }
 
-func withLabel(k, v string) podOption {
-	return func(p *corev1.Pod) { p.Labels[k] = v }
-}
-
 // ownedBy makes kind/name the pod's controller.
 func ownedBy(kind, name string) podOption {
 	return func(p *corev1.Pod) {
