@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/go-logr/logr"
@@ -106,10 +108,10 @@ func TestRefresherRetriesThenRefreshes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- r.Start(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.InstanceTypeSource() != TypeSourceEC2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Asserted below; the poll only waits for the refresh.
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return p.InstanceTypeSource() == TypeSourceEC2, nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,27 +51,30 @@ func TestRetryAfterFailedCreate(t *testing.T) {
 
 	// Step the clock in small steps (well below provisioningPeriod, so no periodic round helps)
 	// until the NodeClaim exists.
-	deadline := time.Now().Add(20 * time.Second)
 	stepped := time.Duration(0)
-	for time.Now().Before(deadline) {
+	created := false
+	err = wait.PollUntilContextTimeout(ctx, time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		list := &karpv1.NodeClaimList{}
 		if err := c.List(ctx, list); err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		if len(list.Items) == 1 {
-			if refused.Load() != 1 {
-				t.Fatalf("%d creates refused, want the first one", refused.Load())
-			}
-			if stepped >= provisioningPeriod {
-				t.Fatalf("the NodeClaim was created after %s of the provisioner's clock: by the periodic round, not the retry", stepped)
-			}
-			return
+		if created = len(list.Items) == 1; created {
+			return true, nil
 		}
 		if clk.HasWaiters() {
 			clk.Step(50 * time.Millisecond)
 			stepped += 50 * time.Millisecond
 		}
-		time.Sleep(time.Millisecond)
+		return false, nil
+	})
+	if created {
+		if refused.Load() != 1 {
+			t.Fatalf("%d creates refused, want the first one", refused.Load())
+		}
+		if stepped >= provisioningPeriod {
+			t.Fatalf("the NodeClaim was created after %s of the provisioner's clock: by the periodic round, not the retry", stepped)
+		}
+		return
 	}
-	t.Fatalf("no NodeClaim after a refused create (%d creates, %s of the provisioner's clock)", creates.Load(), stepped)
+	t.Fatalf("no NodeClaim after a refused create (%d creates, %s of the provisioner's clock): %v", creates.Load(), stepped, err)
 }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
@@ -75,7 +76,8 @@ func probe(t *testing.T, name, class string, delay, killAt time.Duration) {
 	})
 	launchStart := time.Now()
 	cluster.Deployment(t, name, name, 10, "1", nil)
-	time.Sleep(time.Until(launchStart.Add(killAt)))
+	// The probe kills Joiner at a chosen moment of the launch, whatever it is doing then.
+	<-time.After(time.Until(launchStart.Add(killAt)))
 	joiner.kill()
 	restart := time.Now()
 	var err error
@@ -87,22 +89,22 @@ func probe(t *testing.T, name, class string, delay, killAt time.Duration) {
 	// Joiner's part (every NodeClaim with its Node, initialized, nothing leaked or duplicated)
 	// must be done within convergeWithin; the pods then wait for kube-scheduler, whose backoff of
 	// pods it found unschedulable reaches schedulerMaxBackoff while the nodes register.
-	var last string
 	var nodesDone, podsDone time.Time
-	deadline := restart.Add(convergeWithin + schedulerMaxBackoff)
-	for time.Now().Before(deadline) && podsDone.IsZero() {
-		nodes, pods := state(t, name)
-		now := time.Now()
-		if nodes == "" && nodesDone.IsZero() {
-			nodesDone = now
-		}
-		if nodes == "" && pods == "" {
-			podsDone = now
-		}
-		last = strings.Trim(nodes+"; "+pods, "; ")
-		time.Sleep(200 * time.Millisecond)
-	}
-	if nodesDone.IsZero() || podsDone.IsZero() {
+	var last string
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Until(restart.Add(convergeWithin+schedulerMaxBackoff)), true,
+		func(context.Context) (bool, error) {
+			nodes, pods := state(t, name)
+			now := time.Now()
+			if nodes == "" && nodesDone.IsZero() {
+				nodesDone = now
+			}
+			last = strings.Trim(nodes+"; "+pods, "; ")
+			if last == "" {
+				podsDone = now
+			}
+			return last == "", nil
+		})
+	if err != nil {
 		t.Fatalf("not converged within %s of the restart (killed %s into the launch, registration delay %s): %s",
 			convergeWithin+schedulerMaxBackoff, killAt, delay, last)
 	}
@@ -116,13 +118,10 @@ func probe(t *testing.T, name, class string, delay, killAt time.Duration) {
 	}
 	// A launch the crash lost may still create its Node until the registration delay has passed
 	// since the kill: keep checking until then.
-	until := restart.Add(delay + 5*time.Second)
-	for time.Now().Before(until) {
-		if nodes, pods := state(t, name); nodes != "" || pods != "" {
-			t.Fatalf("after convergence: %s", strings.Trim(nodes+"; "+pods, "; "))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	framework.Hold(t, time.Until(restart.Add(delay+5*time.Second)), "nothing leaked or duplicated after convergence", func(context.Context) string {
+		nodes, pods := state(t, name)
+		return strings.Trim(nodes+"; "+pods, "; ")
+	})
 }
 
 // state returns what is still wrong with the NodeClaims and Nodes of the pool ("" when every

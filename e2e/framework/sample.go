@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Sampler checks an invariant every 200 ms in the background until Finish, and keeps the first
@@ -58,4 +60,25 @@ func (s *Sampler) Finish(t *testing.T, what string) {
 		t.Fatalf("%s: never sampled", what)
 	}
 	t.Logf("%s held over %d samples", what, s.samples)
+}
+
+// Hold checks check every 200 ms for d (the window over which the invariant must hold, such as
+// "changing limits drifts nothing for 10 s"; at least a second), in the test's goroutine, and
+// fails the test on the first violation.
+func Hold(t *testing.T, d time.Duration, what string, check func(ctx context.Context) string) {
+	t.Helper()
+	samples := 0
+	var violation string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, max(d, time.Second), true, func(ctx context.Context) (bool, error) {
+		samples++
+		violation = check(ctx)
+		return violation != "", nil
+	})
+	if err == nil {
+		t.Fatalf("%s: %s", what, violation)
+	}
+	if !wait.Interrupted(err) {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Logf("%s held over %d samples", what, samples)
 }

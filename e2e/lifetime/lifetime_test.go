@@ -187,15 +187,14 @@ func TestTemplateLabelDriftReplacesOneAtATime(t *testing.T) {
 	patchPool(t, name, func(np *karpv1.NodePool) {
 		np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: *resourceMust("100")}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	framework.Hold(t, 10*time.Second, "changing limits drifts nothing", func(context.Context) string {
 		for _, nc := range cluster.NodeClaims(t, name) {
 			if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeDrifted) || nc.DeletionTimestamp != nil {
-				t.Fatalf("changing limits drifted NodeClaim %s", nc.Name)
+				return "changing limits drifted NodeClaim " + nc.Name
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return ""
+	})
 	held := atMostOneDisrupting(name)
 	patchPool(t, name, func(np *karpv1.NodePool) {
 		np.Spec.Template.Labels = map[string]string{"team": "blue"}
@@ -237,15 +236,14 @@ func TestDoNotDisruptPodHoldsADriftedNode(t *testing.T) {
 		}
 		return false, nil
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	framework.Hold(t, 15*time.Second, "do-not-disrupt holds the drifted node", func(context.Context) string {
 		for _, nc := range cluster.NodeClaims(t, name) {
 			if nc.Status.NodeName == node && (nc.DeletionTimestamp != nil || nc.Annotations[karpv1.DisruptionCommandAnnotationKey] != "") {
-				t.Fatalf("the drifted node was disrupted while its pod has do-not-disrupt")
+				return "the drifted node was disrupted while its pod has do-not-disrupt"
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return ""
+	})
 	annotatePod(t, &pod, karpv1.DoNotDisruptAnnotationKey, "")
 	framework.Eventually(t, 2*time.Minute, "the drifted node to be replaced once do-not-disrupt is gone", func(ctx context.Context) (bool, error) {
 		err := cluster.Client.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{})
@@ -321,13 +319,12 @@ func TestStaticNodePool(t *testing.T) {
 	framework.Eventually(t, 2*time.Minute, "scaling to one to remove two", ready(1))
 	// A pending pod that needs this NodePool must not make it grow.
 	cluster.Deployment(t, name, name, 3, "3", nil)
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	framework.Hold(t, 15*time.Second, "no pending pod grows the static NodePool", func(context.Context) string {
 		if n := len(cluster.NodeClaims(t, name)); n > 1 {
-			t.Fatalf("a pending pod landed a node in the static NodePool: %d NodeClaims", n)
+			return fmt.Sprintf("a pending pod landed a node in the static NodePool: %d NodeClaims", n)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 func resourceMust(s string) *resource.Quantity {

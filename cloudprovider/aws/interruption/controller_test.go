@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -418,12 +420,11 @@ func TestStartBacksOffAndStops(t *testing.T) {
 	// waitFor polls cond until it holds, failing the test after a deadline.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
+		err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return cond(), nil
+		})
+		if err != nil {
+			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 	// waits are the backoffs after each failed receive: 1s, 2s, then 2s (RetryMax).
