@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -116,4 +117,24 @@ func Main(run func() int, c *Cluster) int {
 		}
 	}
 	return code
+}
+
+// Tools returns the test bed's kubectl and a joiner CLI built from ../../cmd/joiner (relative to an
+// e2e package) into a temporary folder, which cleanup removes.
+func Tools() (kubectl, joiner string, cleanup func(), err error) {
+	assets, err := testbed.FindAssets("")
+	if err != nil {
+		return "", "", nil, err
+	}
+	bin, err := os.MkdirTemp("", "joiner-e2e-bin-")
+	if err != nil {
+		return "", "", nil, fmt.Errorf("folder for the joiner CLI: %w", err)
+	}
+	cleanup = func() { _ = os.RemoveAll(bin) }
+	joiner = filepath.Join(bin, "joiner")
+	if out, err := exec.Command("go", "build", "-o", joiner, "../../cmd/joiner").CombinedOutput(); err != nil {
+		cleanup()
+		return "", "", nil, fmt.Errorf("build joiner: %w\n%s", err, out)
+	}
+	return filepath.Join(assets, "kubectl"), joiner, cleanup, nil
 }

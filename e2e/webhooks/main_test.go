@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -38,26 +37,13 @@ func setup(m *testing.M) int {
 		return 1
 	}
 	env, c = cluster.Env, cluster.Client
-	assets, err := testbed.FindAssets("")
-	if err != nil {
+	var cleanup func()
+	if kubectl, joinerBin, cleanup, err = framework.Tools(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		_ = cluster.Stop()
 		return 1
 	}
-	kubectl = filepath.Join(assets, "kubectl")
-	bin, err := os.MkdirTemp("", "joiner-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = cluster.Stop()
-		return 1
-	}
-	defer func() { _ = os.RemoveAll(bin) }()
-	joinerBin = filepath.Join(bin, "joiner")
-	if out, err := exec.Command("go", "build", "-o", joinerBin, "../../cmd/joiner").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build joiner: %v\n%s", err, out)
-		_ = cluster.Stop()
-		return 1
-	}
+	defer cleanup()
 	return framework.Main(m.Run, cluster)
 }
 
