@@ -27,10 +27,13 @@ const MinInstanceTypesForSpotToSpot = 15
 type pass struct {
 	cluster   *Cluster
 	scheduler *scheduling.Scheduler
-	infos     map[string]*nodeInfo
-	// held are the nodes a command already holds: no simulation places pods on them, and their
-	// reschedulable pods are placed again with every simulation's pods (heldPods).
-	held     map[string]bool
+	// nodes are the cluster's existing nodes prepared once for every simulation of the pass.
+	nodes *scheduling.NodeSet
+	infos map[string]*nodeInfo
+	// held marks (by position in nodes) the nodes a command already holds: no simulation places
+	// pods on them, and their reschedulable pods are placed again with every simulation's pods
+	// (heldPods).
+	held     []bool
 	heldPods []*corev1.Pod
 	// eventual are the candidates of drift and soft expiry (see candidateSet).
 	eventual []*Candidate
@@ -43,7 +46,9 @@ func newPass(c *Cluster) (*pass, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare the scheduling simulation: %w", err)
 	}
-	ps := &pass{cluster: c, scheduler: sched.WithVolumes(c.Input.Volumes), infos: map[string]*nodeInfo{}, held: map[string]bool{}}
+	ps := &pass{cluster: c, scheduler: sched.WithVolumes(c.Input.Volumes), infos: map[string]*nodeInfo{},
+		nodes: scheduling.NewNodeSet(c.Input.ExistingNodes)}
+	ps.held = make([]bool, ps.nodes.Len())
 	for _, n := range c.Nodes {
 		if n.NodeClaim == nil {
 			continue
@@ -51,8 +56,10 @@ func newPass(c *Cluster) (*pass, error) {
 		info := c.describe(n)
 		ps.infos[n.Name()] = info
 		if n.InCommand(c.InQueue) {
-			ps.held[n.Name()] = true
 			ps.heldPods = append(ps.heldPods, info.reschedulable...)
+			if i, ok := ps.nodes.Index(n.Name()); ok {
+				ps.held[i] = true
+			}
 		}
 	}
 	return ps, nil
@@ -68,25 +75,21 @@ type simulation struct {
 // simulate reschedules the candidates' pods, with the pending pods, onto the remaining nodes and
 // new NodeClaims, exactly as the provisioner would place them.
 func (ps *pass) simulate(ctx context.Context, set []*Candidate) (*simulation, error) {
-	removed := map[string]bool{}
+	leave := slices.Clone(ps.held)
 	var pods []*corev1.Pod
 	moving := map[types.UID]bool{}
 	for _, c := range set {
-		removed[c.Name()] = true
+		if i, ok := ps.nodes.Index(c.Name()); ok {
+			leave[i] = true
+		}
 		for _, pod := range c.reschedulable {
 			pods = append(pods, pod)
 			moving[pod.UID] = true
 		}
 	}
-	existing := make([]*scheduling.ExistingNode, 0, len(ps.cluster.Input.ExistingNodes))
-	for _, en := range ps.cluster.Input.ExistingNodes {
-		if !removed[en.Name] && !ps.held[en.Name] {
-			existing = append(existing, en)
-		}
-	}
 	pods = append(pods, ps.cluster.Input.Pods...)
 	pods = append(pods, ps.heldPods...)
-	results, err := ps.scheduler.Solve(ctx, pods, existing, ps.remaining(set))
+	results, err := ps.scheduler.SolveOn(ctx, pods, ps.nodes, leave, ps.remaining(set))
 	if err != nil {
 		return nil, fmt.Errorf("simulate removing %d node(s): %w", len(set), err)
 	}
@@ -123,13 +126,7 @@ func (ps *pass) nominated(ctx context.Context) (map[string]bool, error) {
 	if len(ps.cluster.Input.Pods) == 0 {
 		return out, nil
 	}
-	var existing []*scheduling.ExistingNode
-	for _, en := range ps.cluster.Input.ExistingNodes {
-		if !ps.held[en.Name] {
-			existing = append(existing, en)
-		}
-	}
-	results, err := ps.scheduler.Solve(ctx, ps.cluster.Input.Pods, existing, ps.remaining(nil))
+	results, err := ps.scheduler.SolveOn(ctx, ps.cluster.Input.Pods, ps.nodes, ps.held, ps.remaining(nil))
 	if err != nil {
 		return nil, fmt.Errorf("simulate the pending pods: %w", err)
 	}

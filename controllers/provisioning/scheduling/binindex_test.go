@@ -142,7 +142,7 @@ func TestIndexFindsWhatAScanFinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newSolver(sch, in.Pods, in.ExistingNodes, nil)
+			s := newSolver(sch, in.Pods, NewNodeSet(in.ExistingNodes), nil, nil)
 			var queue []*podInfo
 			for _, p := range s.pods {
 				if p.err == nil {

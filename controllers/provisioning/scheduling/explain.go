@@ -87,10 +87,14 @@ func (s *solver) explain(q *podInfo) error {
 		}
 		e.NodePools = append(e.NodePools, NodePoolRejection{NodePool: t.name, Reason: reason})
 	}
-	if s.existingCount > 0 {
+	if nodes := s.existingCount + len(s.full); nodes > 0 {
 		counts := map[string]int{}
 		var order []string
-		for _, b := range s.bins[:s.existingCount] {
+		bins := s.bins[:s.existingCount:s.existingCount]
+		for _, i := range s.full {
+			bins = append(bins, s.existingBin(-1, s.set.nodes[i], s.set.preps[i]))
+		}
+		for _, b := range bins {
 			var refusal refusalReason
 			if r := q.volumeRefusal(b.reqs, "the node"); r != "" {
 				refusal.set("%s", r)
@@ -111,7 +115,7 @@ func (s *solver) explain(q *podInfo) error {
 		for _, r := range order {
 			parts = append(parts, fmt.Sprintf("%d× %s", counts[r], r))
 		}
-		e.ExistingNodes = fmt.Sprintf("no existing node fits (%d nodes: %s)", s.existingCount, strings.Join(parts, "; "))
+		e.ExistingNodes = fmt.Sprintf("no existing node fits (%d nodes: %s)", nodes, strings.Join(parts, "; "))
 	}
 	return e
 }

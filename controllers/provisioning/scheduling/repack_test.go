@@ -40,7 +40,7 @@ func TestMovable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newSolver(sch, in.Pods, nil, nil)
+			s := newSolver(sch, in.Pods, NewNodeSet(nil), nil, nil)
 			if s.pods[0].err != nil {
 				t.Fatal(s.pods[0].err)
 			}

@@ -3,7 +3,6 @@ package scheduling
 import (
 	"context"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -30,8 +29,6 @@ type Scheduler struct {
 	preferNoSchedule bool
 	// volumes are the cluster's storage (WithVolumes); nil when unknown.
 	volumes *Volumes
-	// existing caches, per *ExistingNode, what its bin is in every solve (existingNode).
-	existing *sync.Map
 }
 
 // Prepare builds a Scheduler for nodePools (their NodePool and InstanceTypes; Remaining is not
@@ -41,7 +38,7 @@ type Scheduler struct {
 // Solve, which gives its reason in the explanations of unschedulable pods. The error is reserved
 // for future checks and is currently always nil.
 func Prepare(nodePools []NodePool, daemonSetPods []*corev1.Pod, opts Options) (*Scheduler, error) {
-	s := &Scheduler{opts: opts, byName: make(map[string]int, len(nodePools)), existing: &sync.Map{}}
+	s := &Scheduler{opts: opts, byName: make(map[string]int, len(nodePools))}
 	daemons := make([]*podInfo, 0, len(daemonSetPods))
 	for _, ds := range daemonSetPods {
 		daemons = append(daemons, newPodInfo(ds, false, false, nil))
@@ -83,21 +80,33 @@ func (s *Scheduler) WithVolumes(volumes *Volumes) *Scheduler {
 // Results are always returned. When ctx ends first, the pods not yet placed are reported as
 // unschedulable and the error is ctx.Err().
 func (s *Scheduler) Solve(ctx context.Context, pods []*corev1.Pod, existing []*ExistingNode, remaining map[string]corev1.ResourceList) (*Results, error) {
-	var byInput []corev1.ResourceList
-	if len(remaining) > 0 {
-		byInput = make([]corev1.ResourceList, len(s.pools))
-		for name, left := range remaining {
-			if i, ok := s.byName[name]; ok {
-				byInput[i] = left
-			}
+	return s.solve(ctx, pods, NewNodeSet(existing), nil, s.byInput(remaining))
+}
+
+// SolveOn is Solve over a prepared set of existing nodes, leaving out the nodes whose entry in
+// leave is true (leave is indexed like the set and may be shorter, or nil): a disruption pass
+// prepares its nodes once and simulates the removal of each candidate by leaving it out.
+func (s *Scheduler) SolveOn(ctx context.Context, pods []*corev1.Pod, set *NodeSet, leave []bool, remaining map[string]corev1.ResourceList) (*Results, error) {
+	return s.solve(ctx, pods, set, leave, s.byInput(remaining))
+}
+
+// byInput indexes remaining like the NodePools given to Prepare (nil when it lists nothing).
+func (s *Scheduler) byInput(remaining map[string]corev1.ResourceList) []corev1.ResourceList {
+	if len(remaining) == 0 {
+		return nil
+	}
+	out := make([]corev1.ResourceList, len(s.pools))
+	for name, left := range remaining {
+		if i, ok := s.byName[name]; ok {
+			out[i] = left
 		}
 	}
-	return s.solve(ctx, pods, existing, byInput)
+	return out
 }
 
 // solve runs one simulation; remaining is indexed like the NodePools given to Prepare.
-func (s *Scheduler) solve(ctx context.Context, pods []*corev1.Pod, existing []*ExistingNode, remaining []corev1.ResourceList) (*Results, error) {
-	sv := newSolver(s, pods, existing, remaining)
+func (s *Scheduler) solve(ctx context.Context, pods []*corev1.Pod, set *NodeSet, leave []bool, remaining []corev1.ResourceList) (*Results, error) {
+	sv := newSolver(s, pods, set, leave, remaining)
 	sv.run(ctx)
 	return sv.results(), sv.stopped
 }

@@ -6,14 +6,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/requirements"
 )
 
 // setup holds what newSolver's stages pass to each other.
 type setup struct {
-	pods               []*corev1.Pod
+	pods []*corev1.Pod
+	// set and leave are the existing nodes of the solve and those it must not use.
+	set   *NodeSet
+	leave []bool
+	// existing and preps are the nodes the solve uses, with what the set prepared for them.
 	existing           []*ExistingNode
+	preps              []*existingPrep
 	pendingConstraints [][]constraint   // per pending pod
 	existingAnti       [][][]constraint // per existing node, per pod: required anti-affinity
 	existingGroups     [][][]int32      // the same, as groups
@@ -23,28 +27,29 @@ type setup struct {
 // newSolver prepares a simulation on a prepared Scheduler: the pods, the NodePools in weight
 // order with their remaining limits (remaining is indexed like the NodePools given to Prepare),
 // the topology groups and domains, the existing nodes with their pods counted, and the NodeClaim
-// each NodePool would open. It changes nothing in sch.
-func newSolver(sch *Scheduler, pods []*corev1.Pod, existing []*ExistingNode, remaining []corev1.ResourceList) *solver {
-	s := &solver{opts: sch.opts, topo: newTopology(), existingNodes: existing, reach: map[reachKey]bool{}}
-	st := &setup{pods: pods, existing: existing, volumes: sch.volumes}
-	s.preparePods(st, sch.preferNoSchedule)
+// each NodePool would open. The existing nodes are those of set whose leave entry is not true
+// (leave may be shorter than the set, or nil). It changes nothing in sch or set.
+func newSolver(sch *Scheduler, pods []*corev1.Pod, set *NodeSet, leave []bool, remaining []corev1.ResourceList) *solver {
+	s := &solver{opts: sch.opts, topo: newTopology(), reach: map[reachKey]bool{}, set: set}
+	st := &setup{pods: pods, set: set, leave: leave, volumes: sch.volumes}
+	s.preparePods(st, sch)
+	s.selectExisting(st)
 	s.prepareNodePools(st, sch, remaining)
 	s.prepareGroups(st)
 	s.prepareSelection()
-	s.prepareExistingNodes(st, sch)
+	s.prepareExistingNodes(st)
 	s.prepareOrder()
 	return s
 }
 
 // preparePods converts the pending pods and registers the topology keys of every constraint, also
 // of the existing pods' required anti-affinity. preferNoSchedule says whether some NodePool has
-// a PreferNoSchedule taint.
-func (s *solver) preparePods(st *setup, preferNoSchedule bool) {
+// a PreferNoSchedule taint. The existing pods' constraints come from the NodeSet.
+func (s *solver) preparePods(st *setup, sch *Scheduler) {
+	preferNoSchedule := sch.preferNoSchedule
 	withSoft := s.opts.PreferencePolicy != PreferencePolicyIgnore
-	for _, en := range st.existing {
-		for _, t := range en.Taints {
-			preferNoSchedule = preferNoSchedule || t.Effect == corev1.TaintEffectPreferNoSchedule
-		}
+	for _, i := range st.set.preferNoSchedule {
+		preferNoSchedule = preferNoSchedule || !st.left(i)
 	}
 	st.pendingConstraints = make([][]constraint, len(st.pods))
 	for i, pod := range st.pods {
@@ -64,21 +69,44 @@ func (s *solver) preparePods(st *setup, preferNoSchedule bool) {
 			s.topo.keyIndex(c.keyName)
 		}
 	}
-	st.existingAnti = make([][][]constraint, len(st.existing))
-	for n, en := range st.existing {
-		st.existingAnti[n] = make([][]constraint, len(en.Pods))
-		for j, pod := range en.Pods {
-			cs, err := constraintsOf(pod, false)
-			if err != nil {
-				continue
-			}
+	for _, i := range st.set.anti {
+		if st.left(i) {
+			continue
+		}
+		for _, cs := range st.set.preps[i].anti {
 			for _, c := range cs {
-				if c.kind == kindAntiAffinity {
-					st.existingAnti[n][j] = append(st.existingAnti[n][j], c)
-					s.topo.keyIndex(c.keyName)
-				}
+				s.topo.keyIndex(c.keyName)
 			}
 		}
+	}
+}
+
+// left reports whether the solve leaves out node i of the set.
+func (st *setup) left(i int) bool { return i < len(st.leave) && st.leave[i] }
+
+// selectExisting picks the nodes of the set the solve uses: all but those it leaves out, and,
+// when no pod has a topology constraint (no topology key is known), only those with room for the
+// smallest request of the pods, since no other could take a pod or change where one goes. The
+// nodes dropped for want of room are kept aside for the explanations of unschedulable pods.
+func (s *solver) selectExisting(st *setup) {
+	noTopology := len(s.topo.keys) == 0
+	least := leastRequests(s.pods)
+	for i, en := range st.set.nodes {
+		if st.left(i) {
+			continue
+		}
+		prep := st.set.preps[i]
+		if noTopology && !prep.roomFor(&least) {
+			s.full = append(s.full, int32(i))
+			continue
+		}
+		st.existing = append(st.existing, en)
+		st.preps = append(st.preps, prep)
+	}
+	s.existingNodes = st.existing
+	st.existingAnti = make([][][]constraint, len(st.existing))
+	for n, prep := range st.preps {
+		st.existingAnti[n] = prep.anti
 	}
 }
 
@@ -126,6 +154,9 @@ func (s *solver) prepareGroups(st *setup) {
 	}
 	st.existingGroups = make([][][]int32, len(st.existing))
 	for n := range st.existing {
+		if st.existingAnti[n] == nil {
+			continue
+		}
 		st.existingGroups[n] = make([][]int32, len(st.existingAnti[n]))
 		for j, cs := range st.existingAnti[n] {
 			for _, c := range cs {
@@ -195,54 +226,30 @@ func (s *solver) prepareSelection() {
 
 // prepareExistingNodes adds the existing nodes as bins, with their pods' requests, host ports and
 // topology counted.
-func (s *solver) prepareExistingNodes(st *setup, sch *Scheduler) {
+func (s *solver) prepareExistingNodes(st *setup) {
 	for n, en := range st.existing {
-		b := s.existingBin(int32(n), en, sch.existingNode(en))
+		b := s.existingBin(int32(n), en, st.preps[n])
+		b.ports = b.basePorts
+		s.bins = append(s.bins, b)
+		// Without groups there is nothing to count (a node's anti-affinity makes groups): skip the
+		// pods, so that a solve without topology costs per node, not per existing pod.
+		if len(s.topo.groups) == 0 {
+			continue
+		}
 		for j, pod := range en.Pods {
 			for gi, g := range s.topo.groups {
 				if g.selects(pod) {
 					s.count(b, int32(gi))
 				}
 			}
-			for _, g := range st.existingGroups[n][j] {
-				s.countOwner(b, g)
+			if st.existingGroups[n] != nil {
+				for _, g := range st.existingGroups[n][j] {
+					s.countOwner(b, g)
+				}
 			}
 		}
-		b.ports = b.basePorts
-		s.bins = append(s.bins, b)
 	}
 	s.existingCount = len(s.bins)
-}
-
-// existingPrep is what an existing node contributes to every solve that is the same in each: its
-// requirements (from its labels), capacity, the resources its pods use and their host ports.
-type existingPrep struct {
-	reqs     requirements.Requirements
-	capacity vec
-	used     vec
-	ports    []hostPort
-}
-
-// existingNode returns the part of en's bin that does not depend on the solve, computed once per
-// Scheduler: a disruption pass solves many times over the same nodes (ExistingNodes must not change
-// while the Scheduler is in use, as Prepare's other arguments).
-func (sch *Scheduler) existingNode(en *ExistingNode) *existingPrep {
-	if p, ok := sch.existing.Load(en); ok {
-		return p.(*existingPrep)
-	}
-	reqs := requirements.FromLabels(en.Labels)
-	if !reqs.Has(karpv1.LabelHostname) {
-		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
-	}
-	p := &existingPrep{reqs: reqs, capacity: capacityOf(en.Allocatable)}
-	for _, pod := range en.Pods {
-		p.used = p.used.plus(podRequests(pod))
-		p.ports = append(p.ports, newPodInfo(pod, false, false, nil).ports...)
-	}
-	// A solve appends the ports of the pods it places: make that copy rather than share.
-	p.ports = slices.Clip(p.ports)
-	actual, _ := sch.existing.LoadOrStore(en, p)
-	return actual.(*existingPrep)
 }
 
 // prepareOrder sets the reference shape that makes cpu and memory comparable, the pods' sizes,

@@ -22,6 +22,10 @@ type solver struct {
 	stopped       error
 	claims        int
 	existingNodes []*ExistingNode
+	// set is where the existing nodes come from; full are the nodes of set left out because no
+	// pod has room on them (selectExisting).
+	set  *NodeSet
+	full []int32
 	reach         map[reachKey]bool
 	// cpuWeight and memWeight make a millicore and a byte comparable: the inverse of the
 	// allocatable of a reference instance type (the median-priced type of the first usable
@@ -55,7 +59,7 @@ func Solve(ctx context.Context, in Input) (*Results, error) {
 	for i, np := range in.NodePools {
 		remaining[i] = np.Remaining
 	}
-	return sch.solve(ctx, in.Pods, in.ExistingNodes, remaining)
+	return sch.solve(ctx, in.Pods, NewNodeSet(in.ExistingNodes), nil, remaining)
 }
 
 // count records a pod selected by group g on bin b.

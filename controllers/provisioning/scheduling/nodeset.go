@@ -1,0 +1,120 @@
+package scheduling
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/requirements"
+)
+
+// NodeSet is a list of existing nodes prepared once for many simulations: what each node
+// contributes to every solve (its requirements, capacity, the resources its pods use, their host
+// ports and required anti-affinity) is computed when the set is made, so that a solve over the
+// set costs per node it can use, not per pod already running. A disruption pass simulates the
+// removal of each candidate over the same nodes (Scheduler.SolveOn).
+//
+// The nodes must not change while the set is in use.
+type NodeSet struct {
+	nodes  []*ExistingNode
+	preps  []*existingPrep
+	byName map[string]int
+	// anti and preferNoSchedule list the nodes with pods with required anti-affinity and the
+	// nodes with a PreferNoSchedule taint: the only ones a solve must look at before placing.
+	anti, preferNoSchedule []int
+}
+
+// NewNodeSet prepares nodes for SolveOn.
+func NewNodeSet(nodes []*ExistingNode) *NodeSet {
+	set := &NodeSet{nodes: nodes, preps: make([]*existingPrep, len(nodes)), byName: make(map[string]int, len(nodes))}
+	for i, en := range nodes {
+		p := newExistingPrep(en)
+		set.preps[i] = p
+		if _, dup := set.byName[en.Name]; !dup {
+			set.byName[en.Name] = i
+		}
+		if p.anti != nil {
+			set.anti = append(set.anti, i)
+		}
+		if slices.ContainsFunc(en.Taints, func(t corev1.Taint) bool { return t.Effect == corev1.TaintEffectPreferNoSchedule }) {
+			set.preferNoSchedule = append(set.preferNoSchedule, i)
+		}
+	}
+	return set
+}
+
+// Len is the number of nodes in the set.
+func (set *NodeSet) Len() int { return len(set.nodes) }
+
+// Index returns the position of the node named name in the set.
+func (set *NodeSet) Index(name string) (int, bool) {
+	i, ok := set.byName[name]
+	return i, ok
+}
+
+// existingPrep is what an existing node contributes to every solve that is the same in each: its
+// requirements (from its labels), capacity, the resources its pods use, their host ports and
+// their required anti-affinity.
+type existingPrep struct {
+	reqs     requirements.Requirements
+	capacity vec
+	used     vec
+	ports    []hostPort
+	// anti holds, per pod of the node, its required anti-affinity constraints; nil when no pod
+	// has any.
+	anti [][]constraint
+}
+
+func newExistingPrep(en *ExistingNode) *existingPrep {
+	reqs := requirements.FromLabels(en.Labels)
+	if !reqs.Has(karpv1.LabelHostname) {
+		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
+	}
+	p := &existingPrep{reqs: reqs, capacity: capacityOf(en.Allocatable)}
+	for j, pod := range en.Pods {
+		p.used = p.used.plus(podRequests(pod))
+		p.ports = append(p.ports, newPodInfo(pod, false, false, nil).ports...)
+		cs, err := constraintsOf(pod, false)
+		if err != nil {
+			continue
+		}
+		for _, c := range cs {
+			if c.kind != kindAntiAffinity {
+				continue
+			}
+			if p.anti == nil {
+				p.anti = make([][]constraint, len(en.Pods))
+			}
+			p.anti[j] = append(p.anti[j], c)
+		}
+	}
+	// A solve appends the ports of the pods it places: make that copy rather than share.
+	p.ports = slices.Clip(p.ports)
+	return p
+}
+
+// roomFor reports whether a pod requesting at least least (in every core resource) could fit
+// in what is left of the node.
+func (p *existingPrep) roomFor(least *vec) bool {
+	return fitsCore(least, &p.used, &p.capacity.core)
+}
+
+// leastRequests is the smallest amount of each core resource any of pods requests: a node
+// without that much room in some resource can take none of them.
+func leastRequests(pods []*podInfo) vec {
+	var out vec
+	first := true
+	for _, p := range pods {
+		if p.err != nil {
+			continue
+		}
+		for i := range out.core {
+			if first || p.requests.core[i] < out.core[i] {
+				out.core[i] = p.requests.core[i]
+			}
+		}
+		first = false
+	}
+	return out
+}
