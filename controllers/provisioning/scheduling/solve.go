@@ -24,9 +24,9 @@ type solver struct {
 	existingNodes []*ExistingNode
 	// set is where the existing nodes come from; full are the nodes of set left out because no
 	// pod has room on them (selectExisting).
-	set  *NodeSet
-	full []int32
-	reach         map[reachKey]bool
+	set   *NodeSet
+	full  []int32
+	reach map[reachKey]bool
 	// cpuWeight and memWeight make a millicore and a byte comparable: the inverse of the
 	// allocatable of a reference instance type (the median-priced type of the first usable
 	// NodePool), so that one such node counts 1 in each.
