@@ -19,5 +19,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.Planner.MinSavingsFraction, "consolidation-min-savings-fraction", planner.DefaultMinSavingsFraction, "replacements must cost, at their worst launch price, less than (1 - this) of the nodes they replace (negative: just cheaper)")
 	fs.Float64Var(&o.Planner.MinSavings, "consolidation-min-savings", 0, "absolute saving in $/h a replacement must make on top of the fraction")
 	fs.DurationVar(&o.Planner.Cooldown, "consolidation-cooldown", planner.DefaultCooldown, "how long nodes launched by a disruption, and workloads it moved, are left alone (negative: never)")
+	fs.IntVar(&o.Planner.Workers, "consolidation-workers", 0, "single-node consolidation simulations run at once (0: one per CPU); the decision is the same for any value")
 	fs.BoolVar(&o.Planner.SpotToSpot, "spot-to-spot-consolidation", false, "allow replacing spot nodes with cheaper spot nodes (Karpenter's SpotToSpotConsolidation)")
 }

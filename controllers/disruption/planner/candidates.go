@@ -216,6 +216,9 @@ func (p *Planner) cooling(c *Cluster, cand *Candidate) string {
 			return fmt.Sprintf("Node was launched by a disruption %s ago; it is left alone until the %s cooldown passes", age.Round(time.Second), p.opts.Cooldown)
 		}
 	}
+	if len(c.RecentlyMoved) == 0 {
+		return ""
+	}
 	for _, pod := range cand.reschedulable {
 		ref := metav1.GetControllerOf(pod)
 		if ref == nil {

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -332,6 +333,7 @@ func TestOptionsDefaults(t *testing.T) {
 	want := Options{
 		MultiNodeMaxCandidates: DefaultMultiNodeMaxCandidates, MultiNodeTimeout: DefaultMultiNodeTimeout,
 		SingleNodeTimeout: DefaultSingleNodeTimeout, MinSavingsFraction: DefaultMinSavingsFraction, Cooldown: DefaultCooldown,
+		Workers: runtime.GOMAXPROCS(0),
 	}
 	if got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)

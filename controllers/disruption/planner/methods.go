@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
@@ -174,41 +175,73 @@ func (p *Planner) multiNode(ctx context.Context, ps *pass, all []*Candidate, pla
 }
 
 // singleNode tries the candidates one at a time, interleaved across NodePools, and returns the
-// first that can be deleted or replaced by one cheaper node.
+// first that can be deleted or replaced by one cheaper node. Simulations run Workers at a time,
+// a window of candidates at once, and are decided in order, so the command and the reasons noted
+// are those of one candidate after the other.
 func (p *Planner) singleNode(ctx context.Context, ps *pass, all []*Candidate, plan *Plan, note noter) (*Command, error) {
 	cands := interleaveByNodePool(p.consolidationCandidates(ps.cluster, all, note))
 	plan.Eligible[TypeSingle] = len(cands)
 	deadline := p.now().Add(p.opts.SingleNodeTimeout)
 	totals := ps.poolTotals()
-	for _, c := range cands {
+	// skip says why a candidate is not simulated at all, "" when it is.
+	skip := func(c *Candidate) (reason, msg string) {
+		pool := c.nodePool.Name
+		if plan.Allowed[pool][karpv1.DisruptionReasonUnderutilized] <= 0 {
+			return ReasonDisruptionBlocked, budgetMessage(plan, pool, karpv1.DisruptionReasonUnderutilized)
+		}
+		if c.nodePool.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyBalanced &&
+			!Approved(Score(c.price, c.cost, totals[pool]), karpv1.BalancedK) {
+			return ReasonUnconsolidatable, "Balanced consolidation: even deleting the node would not save enough for the disruption it causes"
+		}
+		return "", ""
+	}
+	type outcome struct {
+		cmd *Command
+		why string
+		err error
+	}
+	for next := 0; next < len(cands); {
 		if p.now().After(deadline) {
 			plan.TimedOut = append(plan.TimedOut, TypeSingle)
 			return nil, nil
 		}
-		pool := c.nodePool.Name
-		if plan.Allowed[pool][karpv1.DisruptionReasonUnderutilized] <= 0 {
-			plan.ConstrainedByBudgets = true
-			note(c, ReasonDisruptionBlocked, budgetMessage(plan, pool, karpv1.DisruptionReasonUnderutilized))
-			continue
+		// The window: from next, up to Workers candidates to simulate.
+		end, window := next, map[int]*outcome{}
+		for ; end < len(cands) && len(window) < p.opts.Workers; end++ {
+			if reason, _ := skip(cands[end]); reason == "" {
+				window[end] = &outcome{}
+			}
 		}
-		if c.nodePool.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyBalanced &&
-			!Approved(Score(c.price, c.cost, totals[pool]), karpv1.BalancedK) {
-			note(c, ReasonUnconsolidatable, "Balanced consolidation: even deleting the node would not save enough for the disruption it causes")
-			continue
+		var wg sync.WaitGroup
+		for i, o := range window {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o.cmd, o.why, o.err = p.consolidate(ctx, ps, []*Candidate{cands[i]}, TypeSingle)
+			}()
 		}
-		cmd, why, err := p.consolidate(ctx, ps, []*Candidate{c}, TypeSingle)
-		if err != nil {
-			return nil, err
+		wg.Wait()
+		for i := next; i < end; i++ {
+			c := cands[i]
+			o, simulated := window[i]
+			switch {
+			case !simulated:
+				reason, msg := skip(c)
+				if reason == ReasonDisruptionBlocked {
+					plan.ConstrainedByBudgets = true
+				}
+				note(c, reason, msg)
+			case o.err != nil:
+				return nil, o.err
+			case o.cmd == nil:
+				note(c, ReasonUnconsolidatable, o.why)
+			case !balancedApproves(o.cmd, totals):
+				note(c, ReasonUnconsolidatable, "Balanced consolidation: the saving does not justify the disruption")
+			default:
+				return o.cmd, nil
+			}
 		}
-		if cmd == nil {
-			note(c, ReasonUnconsolidatable, why)
-			continue
-		}
-		if !balancedApproves(cmd, totals) {
-			note(c, ReasonUnconsolidatable, "Balanced consolidation: the saving does not justify the disruption")
-			continue
-		}
-		return cmd, nil
+		next = end
 	}
 	return nil, nil
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -62,6 +63,9 @@ type Options struct {
 	// SpotToSpot allows replacing spot nodes with (cheaper) spot nodes (Karpenter's
 	// SpotToSpotConsolidation feature gate, off by default). Deleting spot nodes is always allowed.
 	SpotToSpot bool
+	// Workers is how many single-node simulations run at once (0: GOMAXPROCS). Candidates are
+	// still decided in order: the command is the one a single worker would find.
+	Workers int
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +85,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Cooldown == 0 {
 		o.Cooldown = DefaultCooldown
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	return o
 }

@@ -20,6 +20,8 @@ type NodeSet struct {
 	nodes  []*ExistingNode
 	preps  []*existingPrep
 	byName map[string]int
+	// requests are the requests of the nodes' pods (podRequests), for the solves that move them.
+	requests map[*corev1.Pod]vec
 	// anti and preferNoSchedule list the nodes with pods with required anti-affinity and the
 	// nodes with a PreferNoSchedule taint: the only ones a solve must look at before placing.
 	anti, preferNoSchedule []int
@@ -27,9 +29,10 @@ type NodeSet struct {
 
 // NewNodeSet prepares nodes for SolveOn.
 func NewNodeSet(nodes []*ExistingNode) *NodeSet {
-	set := &NodeSet{nodes: nodes, preps: make([]*existingPrep, len(nodes)), byName: make(map[string]int, len(nodes))}
+	set := &NodeSet{nodes: nodes, preps: make([]*existingPrep, len(nodes)), byName: make(map[string]int, len(nodes)),
+		requests: map[*corev1.Pod]vec{}}
 	for i, en := range nodes {
-		p := newExistingPrep(en)
+		p := newExistingPrep(en, set.requests)
 		set.preps[i] = p
 		if _, dup := set.byName[en.Name]; !dup {
 			set.byName[en.Name] = i
@@ -66,15 +69,18 @@ type existingPrep struct {
 	anti [][]constraint
 }
 
-func newExistingPrep(en *ExistingNode) *existingPrep {
+// newExistingPrep prepares en, recording its pods' requests in requests.
+func newExistingPrep(en *ExistingNode, requests map[*corev1.Pod]vec) *existingPrep {
 	reqs := requirements.FromLabels(en.Labels)
 	if !reqs.Has(karpv1.LabelHostname) {
 		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
 	}
 	p := &existingPrep{reqs: reqs, capacity: capacityOf(en.Allocatable)}
 	for j, pod := range en.Pods {
-		p.used = p.used.plus(podRequests(pod))
-		p.ports = append(p.ports, newPodInfo(pod, false, false, nil).ports...)
+		req := podRequests(pod)
+		requests[pod] = req
+		p.used.addInPlace(&req)
+		p.ports = append(p.ports, hostPortsOf(pod)...)
 		cs, err := constraintsOf(pod, false)
 		if err != nil {
 			continue

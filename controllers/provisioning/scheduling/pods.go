@@ -101,7 +101,12 @@ func (p *podInfo) name() string { return p.pod.Namespace + "/" + p.pod.Name }
 // solver once every key is known. preferNoSchedule says whether any node or NodePool has a
 // PreferNoSchedule taint worth avoiding.
 func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool, volumes *Volumes) *podInfo {
-	p := &podInfo{pod: pod, requests: podRequests(pod)}
+	return newPodInfoWith(pod, podRequests(pod), withSoft, preferNoSchedule, volumes)
+}
+
+// newPodInfoWith is newPodInfo for a pod whose requests (podRequests) are known.
+func newPodInfoWith(pod *corev1.Pod, requests vec, withSoft, preferNoSchedule bool, volumes *Volumes) *podInfo {
+	p := &podInfo{pod: pod, requests: requests}
 	terms, err := requirements.ForPod(pod)
 	if err == nil {
 		if p.volumes, err = volumes.topologyOf(pod); err == nil {
@@ -131,6 +136,13 @@ func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool, volumes *Volum
 			p.prefs = append(p.prefs, preference{kind: prefTaints})
 		}
 	}
+	p.ports = hostPortsOf(pod)
+	return p
+}
+
+// hostPortsOf returns the host ports the pod's containers bind.
+func hostPortsOf(pod *corev1.Pod) []hostPort {
+	var out []hostPort
 	for i := range pod.Spec.Containers {
 		for _, port := range pod.Spec.Containers[i].Ports {
 			if port.HostPort > 0 {
@@ -138,11 +150,11 @@ func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool, volumes *Volum
 				if proto == "" {
 					proto = corev1.ProtocolTCP
 				}
-				p.ports = append(p.ports, hostPort{ip: port.HostIP, protocol: proto, port: port.HostPort})
+				out = append(out, hostPort{ip: port.HostIP, protocol: proto, port: port.HostPort})
 			}
 		}
 	}
-	return p
+	return out
 }
 
 func withoutHostname(r requirements.Requirements) requirements.Requirements {

@@ -53,7 +53,11 @@ func (s *solver) preparePods(st *setup, sch *Scheduler) {
 	}
 	st.pendingConstraints = make([][]constraint, len(st.pods))
 	for i, pod := range st.pods {
-		p := newPodInfo(pod, withSoft, preferNoSchedule, st.volumes)
+		req, known := st.set.requests[pod]
+		if !known {
+			req = podRequests(pod)
+		}
+		p := newPodInfoWith(pod, req, withSoft, preferNoSchedule, st.volumes)
 		p.order = i
 		s.pods = append(s.pods, p)
 		if p.err != nil {
