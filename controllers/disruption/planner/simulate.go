@@ -46,9 +46,11 @@ func newPass(c *Cluster) (*pass, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare the scheduling simulation: %w", err)
 	}
-	ps := &pass{cluster: c, scheduler: sched.WithVolumes(c.Input.Volumes), infos: map[string]*nodeInfo{},
-		nodes: scheduling.NewNodeSet(c.Input.ExistingNodes)}
-	ps.held = make([]bool, ps.nodes.Len())
+	ps := &pass{cluster: c, scheduler: sched.WithVolumes(c.Input.Volumes), infos: map[string]*nodeInfo{}}
+	// The nodes are prepared while the candidates are described: both read every pod.
+	prepared := make(chan *scheduling.NodeSet)
+	go func() { prepared <- scheduling.NewNodeSet(c.Input.ExistingNodes) }()
+	var held []string
 	for _, n := range c.Nodes {
 		if n.NodeClaim == nil {
 			continue
@@ -57,9 +59,14 @@ func newPass(c *Cluster) (*pass, error) {
 		ps.infos[n.Name()] = info
 		if n.InCommand(c.InQueue) {
 			ps.heldPods = append(ps.heldPods, info.reschedulable...)
-			if i, ok := ps.nodes.Index(n.Name()); ok {
-				ps.held[i] = true
-			}
+			held = append(held, n.Name())
+		}
+	}
+	ps.nodes = <-prepared
+	ps.held = make([]bool, ps.nodes.Len())
+	for _, name := range held {
+		if i, ok := ps.nodes.Index(name); ok {
+			ps.held[i] = true
 		}
 	}
 	return ps, nil

@@ -1,7 +1,9 @@
 package scheduling
 
 import (
+	"runtime"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -27,13 +29,32 @@ type NodeSet struct {
 	anti, preferNoSchedule []int
 }
 
-// NewNodeSet prepares nodes for SolveOn.
+// NewNodeSet prepares nodes for SolveOn, preparing them GOMAXPROCS at a time.
 func NewNodeSet(nodes []*ExistingNode) *NodeSet {
-	set := &NodeSet{nodes: nodes, preps: make([]*existingPrep, len(nodes)), byName: make(map[string]int, len(nodes)),
-		requests: map[*corev1.Pod]vec{}}
+	set := &NodeSet{nodes: nodes, preps: make([]*existingPrep, len(nodes)), byName: make(map[string]int, len(nodes))}
+	workers := min(runtime.GOMAXPROCS(0), max(len(nodes)/64, 1))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(nodes); i += workers {
+				set.preps[i] = newExistingPrep(nodes[i])
+			}
+		}()
+	}
+	wg.Wait()
+	pods := 0
+	for _, en := range nodes {
+		pods += len(en.Pods)
+	}
+	set.requests = make(map[*corev1.Pod]vec, pods)
 	for i, en := range nodes {
-		p := newExistingPrep(en, set.requests)
-		set.preps[i] = p
+		p := set.preps[i]
+		for j, pod := range en.Pods {
+			set.requests[pod] = p.requests[j]
+		}
+		p.requests = nil
 		if _, dup := set.byName[en.Name]; !dup {
 			set.byName[en.Name] = i
 		}
@@ -67,18 +88,19 @@ type existingPrep struct {
 	// anti holds, per pod of the node, its required anti-affinity constraints; nil when no pod
 	// has any.
 	anti [][]constraint
+	// requests are the pods' requests until NewNodeSet has indexed them.
+	requests []vec
 }
 
-// newExistingPrep prepares en, recording its pods' requests in requests.
-func newExistingPrep(en *ExistingNode, requests map[*corev1.Pod]vec) *existingPrep {
+func newExistingPrep(en *ExistingNode) *existingPrep {
 	reqs := requirements.FromLabels(en.Labels)
 	if !reqs.Has(karpv1.LabelHostname) {
 		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
 	}
-	p := &existingPrep{reqs: reqs, capacity: capacityOf(en.Allocatable)}
+	p := &existingPrep{reqs: reqs, capacity: capacityOf(en.Allocatable), requests: make([]vec, len(en.Pods))}
 	for j, pod := range en.Pods {
 		req := podRequests(pod)
-		requests[pod] = req
+		p.requests[j] = req
 		p.used.addInPlace(&req)
 		p.ports = append(p.ports, hostPortsOf(pod)...)
 		cs, err := constraintsOf(pod, false)

@@ -95,6 +95,8 @@ func (st *setup) left(i int) bool { return i < len(st.leave) && st.leave[i] }
 func (s *solver) selectExisting(st *setup) {
 	noTopology := len(s.topo.keys) == 0
 	least := leastRequests(s.pods)
+	st.existing = make([]*ExistingNode, 0, len(st.set.nodes))
+	st.preps = make([]*existingPrep, 0, len(st.set.nodes))
 	for i, en := range st.set.nodes {
 		if st.left(i) {
 			continue
