@@ -223,9 +223,10 @@ func (p *Planner) priceReplacements(set []*Candidate, plans []*scheduling.NodeCl
 	savings := candidatePrice
 	for i, plan := range out {
 		limit := floors[i] + slack
-		if multi {
-			// A replacement of a type some candidate already has must be cheaper than that
-			// candidate, or the "replacement" only deletes the others.
+		if multi && len(out) == 1 {
+			// A single replacement of a type some candidate already has must be cheaper than that
+			// candidate, or the "replacement" only deletes the others (Karpenter's
+			// filterOutSameInstanceType).
 			for _, c := range set {
 				if c.instanceType != nil && slices.ContainsFunc(plan.InstanceTypeOptions, func(it *cloudprovider.InstanceType) bool { return it.Name == c.instanceType.Name }) {
 					limit = math.Min(limit, c.price)
