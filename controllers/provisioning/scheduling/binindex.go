@@ -52,7 +52,8 @@ type buckets struct {
 	cells []bucket
 }
 
-// bucket is the bins of one bucket, in no particular order.
+// bucket is the bins of one bucket: in a room grid's cell in order of least slack, then lowest
+// bin id (addInOrder); in price buckets in no particular order.
 type bucket struct {
 	key  int16
 	bins []indexedBin
@@ -81,7 +82,7 @@ func (bs *buckets) from(k int) int {
 	return lo
 }
 
-// add puts b in bucket k and returns its position there.
+// add puts b in bucket k, at the end, and returns its position there.
 func (bs *buckets) add(b indexedBin, k int) int32 {
 	i := bs.from(k)
 	if i == len(bs.cells) || int(bs.cells[i].key) != k {
@@ -136,17 +137,25 @@ func bucketFloor(k int) float64 {
 	if k <= 0 {
 		return math.Inf(-1)
 	}
-	if k == 1 {
-		return 0 // it also holds everything smaller
-	}
-	d := k - indexBuckets/2
-	q, r := d/indexPerOctave, d%indexPerOctave
-	if r < 0 {
-		q, r = q-1, r+indexPerOctave
-	}
-	steps := octaveSteps()
-	return math.Ldexp(steps[r], q)
+	return bucketFloors[min(k, indexBuckets-1)]
 }
+
+// bucketFloors holds bucketFloor of every bucket, read in the inner loops of roomCandidates.
+var bucketFloors = func() (out [indexBuckets]float64) {
+	steps := octaveSteps()
+	for k := 1; k < indexBuckets; k++ {
+		if k == 1 {
+			continue // 0: it also holds everything smaller
+		}
+		d := k - indexBuckets/2
+		q, r := d/indexPerOctave, d%indexPerOctave
+		if r < 0 {
+			q, r = q-1, r+indexPerOctave
+		}
+		out[k] = math.Ldexp(steps[r], q)
+	}
+	return out
+}()
 
 // roomGrid holds bins by cpu room (rows) and memory room (the buckets of a row), keeping only the
 // rows that have had bins, in row order.
@@ -173,16 +182,50 @@ func (g *roomGrid) from(k int) int {
 	return lo
 }
 
-func (g *roomGrid) add(b indexedBin, row, col int) int32 {
+// add puts b in cell (row, col), in order, and reports through at the new position of every bin
+// that moved (b included).
+func (g *roomGrid) add(b indexedBin, row, col int, at func(*bin, int32)) {
 	i := g.from(row)
 	if i == len(g.rows) || int(g.rows[i].key) != row {
 		g.rows = slices.Insert(g.rows, i, gridRow{key: int16(row)})
 	}
-	return g.rows[i].cols.add(b, col)
+	g.rows[i].cols.addInOrder(b, col, at)
 }
 
-func (g *roomGrid) remove(row, col int, pos int32) *bin {
-	return g.rows[g.from(row)].cols.remove(col, pos)
+// remove takes the bin at position pos out of cell (row, col), keeping the order, and reports
+// through at the new position of every bin that moved.
+func (g *roomGrid) remove(row, col int, pos int32, at func(*bin, int32)) {
+	g.rows[g.from(row)].cols.removeInOrder(col, pos, at)
+}
+
+// addInOrder puts b in bucket k keeping the bucket in order of least slack, then lowest bin id
+// (the order roomCandidates tries bins in), and reports through at the new position of every bin
+// that moved (b included).
+func (bs *buckets) addInOrder(b indexedBin, k int, at func(*bin, int32)) {
+	i := bs.from(k)
+	if i == len(bs.cells) || int(bs.cells[i].key) != k {
+		bs.cells = slices.Insert(bs.cells, i, bucket{key: int16(k)})
+	}
+	list := bs.cells[i].bins
+	pos, _ := slices.BinarySearchFunc(list, b, func(e, t indexedBin) int {
+		return cmp.Or(cmp.Compare(e.slack, t.slack), cmp.Compare(e.b.id, t.b.id))
+	})
+	list = slices.Insert(list, pos, b)
+	bs.cells[i].bins = list
+	for j := pos; j < len(list); j++ {
+		at(list[j].b, int32(j))
+	}
+}
+
+// removeInOrder takes the bin at position pos out of bucket k, keeping the order, and reports
+// through at the new position of every bin that moved.
+func (bs *buckets) removeInOrder(k int, pos int32, at func(*bin, int32)) {
+	i := bs.from(k)
+	list := slices.Delete(bs.cells[i].bins, int(pos), int(pos)+1) // an emptied bucket stays
+	bs.cells[i].bins = list
+	for j := int(pos); j < len(list); j++ {
+		at(list[j].b, int32(j))
+	}
 }
 
 // partition is the bins of one rank and one domain of the primary topology key.
@@ -206,7 +249,6 @@ type binIndex struct {
 	parts   [3][]*partition // by rank, then domain+1 (0 for an open domain)
 	entries []indexEntry    // by bin id
 	size    int             // bins indexed
-	scratch []roomTry       // reused by roomCandidates
 	// minStep is the smallest difference between the prices of two consecutive options of any
 	// option set a planned NodeClaim has had; steps remembers the sets seen.
 	minStep float64
@@ -314,6 +356,9 @@ func (s *solver) buildIndex() {
 	}
 }
 
+// setRoomPos records that b is at position pos of its room cell.
+func (x *binIndex) setRoomPos(b *bin, pos int32) { x.entries[b.id].roomPos = pos }
+
 func (x *binIndex) entry(b *bin) *indexEntry {
 	for int(b.id) >= len(x.entries) {
 		x.entries = append(x.entries, indexEntry{})
@@ -358,9 +403,7 @@ func (s *solver) reindex(b *bin) {
 	e := x.entry(b)
 	if e.indexed {
 		p := x.parts[e.rank][e.domain+1]
-		if moved := p.room.remove(int(e.cpu), int(e.mem), e.roomPos); moved != nil {
-			x.entries[moved.id].roomPos = e.roomPos
-		}
+		p.room.remove(int(e.cpu), int(e.mem), e.roomPos, x.setRoomPos)
 		if e.priced {
 			if moved := p.price.remove(int(e.price), e.pricePos); moved != nil {
 				x.entries[moved.id].pricePos = e.pricePos
@@ -380,7 +423,7 @@ func (s *solver) reindex(b *bin) {
 	ib := s.indexed(b)
 	e.cpu = int16(bucketOf(float64(ib.room[resCPU]) * s.cpuWeight))
 	e.mem = int16(bucketOf(float64(ib.room[resMemory]) * s.memWeight))
-	e.roomPos = p.room.add(ib, int(e.cpu), int(e.mem))
+	p.room.add(ib, int(e.cpu), int(e.mem), x.setRoomPos)
 	e.indexed = true
 	x.size++
 	if !b.isNew() {
@@ -525,23 +568,32 @@ func (s *solver) roomCandidates(q *podInfo, skip *bin, limit float64, order cand
 					if c.foundFree && floorCPU+bucketFloor(int(cell.key))-qCPU-qMem > c.free.slack+priceEpsilon {
 						break
 					}
-					// The bins of the cell that have room, least slack first: the first of them
-					// that takes the pod without adding price is the cell's best.
-					tries := s.index.scratch[:0]
+					// The cell's bins are in order of least slack (then id), the order they are
+					// tried in: those with room that could beat the best placement known when the
+					// cell is reached, until one cannot beat the best found since.
+					startFound := c.foundFree
+					var startSlack float64
+					var startID int32
+					if startFound {
+						startSlack, startID = c.free.slack, c.free.target.id
+					}
 					for i := range cell.bins {
 						ib := &cell.bins[i]
-						if fitsCore(&vec{}, &q.requests, &ib.room) && !(c.foundFree && cannotBeatFree(ib.slack-qCPU-qMem, ib.b, &c.free)) {
-							tries = append(tries, roomTry{ib.b, ib.slack - qCPU - qMem})
+						slack := ib.slack - qCPU - qMem
+						if startFound && cannotBeat(slack, ib.b, startSlack, startID) {
+							if slack > startSlack+priceEpsilon {
+								break // nor can any later bin of the cell
+							}
+							continue
 						}
-					}
-					slices.SortFunc(tries, func(a, b roomTry) int { return cmp.Or(cmp.Compare(a.slack, b.slack), cmp.Compare(a.b.id, b.b.id)) })
-					for _, try := range tries {
-						if c.foundFree && cannotBeatFree(try.slack, try.b, &c.free) {
+						if !fitsCore(&vec{}, &q.requests, &ib.room) {
+							continue
+						}
+						if c.foundFree && cannotBeatFree(slack, ib.b, &c.free) {
 							break // nor can the rest of the cell
 						}
-						s.tryRoom(q, try.b, skip, limit, order, check, &c)
+						s.tryRoom(q, ib.b, skip, limit, order, check, &c)
 					}
-					s.index.scratch = tries[:0]
 				}
 			}
 		}
@@ -552,16 +604,15 @@ func (s *solver) roomCandidates(q *podInfo, skip *bin, limit float64, order cand
 	return c
 }
 
-// roomTry is a bin roomCandidates tries, with the slack the pod would leave on it.
-type roomTry struct {
-	b     *bin
-	slack float64
-}
-
 // cannotBeatFree reports whether placing the pod on b, leaving slack, cannot beat best, a
 // placement that adds no price: a larger slack cannot, nor an equal one on a bin opened later.
 func cannotBeatFree(slack float64, b *bin, best *plan) bool {
-	return slack > best.slack+priceEpsilon || (slack >= best.slack-priceEpsilon && b.id > best.target.id)
+	return cannotBeat(slack, b, best.slack, best.target.id)
+}
+
+// cannotBeat is cannotBeatFree against a placement leaving bestSlack on the bin with id bestID.
+func cannotBeat(slack float64, b *bin, bestSlack float64, bestID int32) bool {
+	return slack > bestSlack+priceEpsilon || (slack >= bestSlack-priceEpsilon && b.id > bestID)
 }
 
 // tryRoom checks the placement of q on b, a bin with room for it at its current size, for
