@@ -14,6 +14,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CommandTimeout, "disruption-command-timeout", DefaultCommandTimeout, "how long a disruption waits for its replacements to initialize before it is rolled back")
 	fs.DurationVar(&o.ConsolidatedRefresh, "disruption-consolidated-refresh", DefaultConsolidatedRefresh, "how long an unchanged cluster found to have nothing to consolidate is not re-examined")
 	fs.IntVar(&o.Planner.MultiNodeMaxCandidates, "consolidation-max-candidates", planner.DefaultMultiNodeMaxCandidates, "most nodes multi-node consolidation considers at once")
+	fs.IntVar(&o.Planner.MaxReplacementsPercent, "consolidation-max-replacements-percent", planner.DefaultMaxReplacementsPercent, "most replacements a multi-node consolidation may launch, in percent of the nodes it replaces (100: never more nodes; below 100: fewer)")
 	fs.DurationVar(&o.Planner.MultiNodeTimeout, "consolidation-multi-node-timeout", planner.DefaultMultiNodeTimeout, "time limit of multi-node consolidation's simulations in one pass")
 	fs.DurationVar(&o.Planner.SingleNodeTimeout, "consolidation-single-node-timeout", planner.DefaultSingleNodeTimeout, "time limit of single-node consolidation's simulations in one pass")
 	fs.Float64Var(&o.Planner.MinSavingsFraction, "consolidation-min-savings-fraction", planner.DefaultMinSavingsFraction, "replacements must cost, at their worst launch price, less than (1 - this) of the nodes they replace (negative: just cheaper)")

@@ -333,12 +333,12 @@ func TestOptionsDefaults(t *testing.T) {
 	want := Options{
 		MultiNodeMaxCandidates: DefaultMultiNodeMaxCandidates, MultiNodeTimeout: DefaultMultiNodeTimeout,
 		SingleNodeTimeout: DefaultSingleNodeTimeout, MinSavingsFraction: DefaultMinSavingsFraction, Cooldown: DefaultCooldown,
-		Workers: runtime.GOMAXPROCS(0),
+		Workers: runtime.GOMAXPROCS(0), MaxReplacementsPercent: DefaultMaxReplacementsPercent,
 	}
 	if got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
-	if got := newPlanner(Options{MinSavingsFraction: -1, Cooldown: -1}).Options(); got.MinSavingsFraction != 0 || got.Cooldown != -1 {
+	if got := newPlanner(Options{MinSavingsFraction: -1, Cooldown: -1, MaxReplacementsPercent: -1}).Options(); got.MinSavingsFraction != 0 || got.Cooldown != -1 || got.MaxReplacementsPercent != 100 {
 		t.Errorf("negative options %+v", got)
 	}
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -330,5 +331,23 @@ func TestSpotDeletesStillHappen(t *testing.T) {
 	}
 	if got := candidateNames(cmd); !slices.Equal(got, []string{"s1"}) {
 		t.Errorf("candidates %v, want [s1]", got)
+	}
+}
+
+// TestMaxReplacementsPercent checks the bound on how many nodes a multi-node command launches: the
+// repack fixture's only saving replaces three nodes by two, which a bound of 50 % (one node)
+// forbids and 66 % or more allows.
+func TestMaxReplacementsPercent(t *testing.T) {
+	for _, tc := range []struct {
+		percent int
+		want    bool
+	}{{50, false}, {66, false}, {67, true}, {100, true}, {0, true}} {
+		t.Run(fmt.Sprintf("percent=%d", tc.percent), func(t *testing.T) {
+			pl := plan(t, newPlanner(Options{MaxReplacementsPercent: tc.percent}), repackFixture().cluster())
+			got := pl.Command != nil && pl.Command.Type == TypeMulti && len(pl.Command.Replacements) == 2
+			if got != tc.want {
+				t.Errorf("3 -> 2 replace: %v, want %v (command %v)", got, tc.want, pl.Command)
+			}
+		})
 	}
 }

@@ -112,9 +112,9 @@ func (p *Planner) consolidate(ctx context.Context, ps *pass, set []*Candidate, t
 		}
 		return cmd, "", nil
 	}
-	// Any set may be replaced by one node (Karpenter's m→1, single-node 1→1 included); beyond
-	// that, m nodes only by n < m.
-	if n > 1 && n >= len(set) {
+	// Any set may be replaced by one node (Karpenter's m→1, single-node 1→1 included); m ≥ 2
+	// nodes by up to MaxReplacementsPercent of m, as long as the whole costs less.
+	if n > 1 && (len(set) == 1 || n > len(set)*p.opts.MaxReplacementsPercent/100) {
 		return nil, fmt.Sprintf("Can't remove without creating %d candidates", n), nil
 	}
 	plans, savings, why := p.priceReplacements(set, sim.results.NewNodeClaims, typ == TypeMulti)

@@ -40,6 +40,10 @@ const (
 	DefaultSingleNodeTimeout      = 3 * time.Minute
 	DefaultMinSavingsFraction     = 0.05
 	DefaultCooldown               = 10 * time.Minute
+	// DefaultMaxReplacementsPercent lets m nodes be replaced by up to 1.5·m cheaper ones: after
+	// pods have been moved into whatever room there was, the cheapest repacking of a set of
+	// mismatched nodes often takes a few more, smaller nodes.
+	DefaultMaxReplacementsPercent = 150
 )
 
 // Options tune a pass. Zero values mean the defaults above.
@@ -47,6 +51,11 @@ type Options struct {
 	// MultiNodeMaxCandidates caps how many nodes multi-node consolidation considers at once
 	// (Karpenter hard-codes 100).
 	MultiNodeMaxCandidates int
+	// MaxReplacementsPercent bounds how many replacements a multi-node command may launch, in
+	// percent of the nodes it replaces, rounded down, and never below one (m→1, Karpenter's).
+	// 100 means never more nodes than before; below 100, fewer. Negative means 100. Single-node
+	// consolidation always replaces one node by at most one.
+	MaxReplacementsPercent int
 	// MultiNodeTimeout and SingleNodeTimeout bound the simulations of each method; on timeout
 	// multi-node returns the best command found so far and single-node returns none.
 	MultiNodeTimeout, SingleNodeTimeout time.Duration
@@ -71,6 +80,11 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MultiNodeMaxCandidates <= 0 {
 		o.MultiNodeMaxCandidates = DefaultMultiNodeMaxCandidates
+	}
+	if o.MaxReplacementsPercent == 0 {
+		o.MaxReplacementsPercent = DefaultMaxReplacementsPercent
+	} else if o.MaxReplacementsPercent < 0 {
+		o.MaxReplacementsPercent = 100
 	}
 	if o.MultiNodeTimeout <= 0 {
 		o.MultiNodeTimeout = DefaultMultiNodeTimeout
