@@ -19,9 +19,10 @@ import (
 
 // Apply returns the cluster as it will be once cmd has completed: the candidates gone, their pods
 // (and any pending pod the simulation placed) on the nodes the simulation chose, and each
-// replacement an initialized node of its cheapest option. c is not changed. The dry-run view uses
-// it to show the passes after the next one, and benchmarks to run passes until nothing is left to
-// do.
+// replacement an initialized node of its cheapest option. A moved pod is a new pod of its workload,
+// created at c.Now (its controller makes it again after the eviction), so the churn guard's
+// cooldown covers it. c is not changed. The dry-run view uses it to show the passes after the
+// next one, and benchmarks to run passes until nothing is left to do.
 func Apply(c *Cluster, cmd *Command) *Cluster {
 	out := *c
 	out.Input.ExistingNodes = nil
@@ -31,21 +32,36 @@ func Apply(c *Cluster, cmd *Command) *Cluster {
 		out.RecentlyMoved = map[types.UID]time.Time{}
 	}
 	removed := map[string]bool{}
+	moved := map[types.UID]bool{}
 	for _, cand := range cmd.Candidates {
 		removed[cand.Name()] = true
 		if len(cmd.Replacements) > 0 || cmd.Results != nil {
 			for _, pod := range cand.reschedulable {
+				moved[pod.UID] = true
 				if ref := metav1.GetControllerOf(pod); ref != nil {
 					out.RecentlyMoved[ref.UID] = c.Now
 				}
 			}
 		}
 	}
+	// recreated returns the pods as they run on node: a moved pod as a new pod created now.
+	recreated := func(pods []*corev1.Pod, node string) []*corev1.Pod {
+		out := slices.Clone(pods)
+		for i, pod := range out {
+			if moved[pod.UID] {
+				cp := pod.DeepCopy()
+				cp.CreationTimestamp = metav1.NewTime(c.Now)
+				cp.Spec.NodeName = node
+				out[i] = cp
+			}
+		}
+		return out
+	}
 	added := map[string][]*corev1.Pod{}
 	placed := map[types.UID]bool{}
 	if cmd.Results != nil {
 		for _, pl := range cmd.Results.ExistingNodes {
-			added[pl.Node.Name] = append(added[pl.Node.Name], pl.Pods...)
+			added[pl.Node.Name] = append(added[pl.Node.Name], recreated(pl.Pods, pl.Node.Name)...)
 			for _, pod := range pl.Pods {
 				placed[pod.UID] = true
 			}
@@ -74,6 +90,7 @@ func Apply(c *Cluster, cmd *Command) *Cluster {
 	for i, plan := range cmd.Replacements {
 		n := LaunchNode(plan, fmt.Sprintf("%s-replacement-%d", commandName(cmd), i), c.Now)
 		n.NodeClaim.Annotations = map[string]string{ReplacementForAnnotationKey: commandName(cmd)}
+		n.Pods = recreated(n.Pods, n.Name())
 		out.Nodes = append(out.Nodes, n)
 		out.Input.ExistingNodes = append(out.Input.ExistingNodes, scheduling.NewExistingNode(n.Node, n.Pods, plan.NodePool.Name, true, nil))
 		for _, pod := range plan.Pods {
