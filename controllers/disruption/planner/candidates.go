@@ -232,6 +232,16 @@ func (p *Planner) cooling(c *Cluster, cand *Candidate) string {
 	return ""
 }
 
+// sortByIdleCost orders candidates by idle cost, highest first, then by name.
+func sortByIdleCost(cands []*Candidate) {
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].idle != cands[j].idle {
+			return cands[i].idle > cands[j].idle
+		}
+		return cands[i].Name() < cands[j].Name()
+	})
+}
+
 // sortBySavingsRatio orders candidates by savings ratio, highest first, then by name so passes
 // are deterministic.
 func sortBySavingsRatio(cands []*Candidate) {

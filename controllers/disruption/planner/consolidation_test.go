@@ -351,3 +351,38 @@ func TestMaxReplacementsPercent(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiNodeIdleOrder checks the second multi-node search, by idle cost: w1 and w2 each hold
+// one pod that nearly fills them (so they sort first by savings ratio), m1 is mostly full of cpu
+// and m2 of memory, so that m2 cannot take m1's pods, while together their pods fit one "b".
+// Every prefix of the savings-ratio order starts with w1 and w2, and no repacking of w1, w2 and
+// m1 is cheaper. By idle cost m1 and m2 come first, and replacing them (with the nodes the
+// largest prefix adds) saves.
+func TestMultiNodeIdleOrder(t *testing.T) {
+	f := newFixture()
+	f.pool(nodePool("default"), itype("a", "4", "8Gi", 1.0), itype("b", "6", "12Gi", 1.5))
+	f.odNode("w1", "default", "a", pod("w1-p", "3500m", "7500Mi"))
+	f.odNode("w2", "default", "a", pod("w2-p", "3500m", "7500Mi"))
+	f.odNode("m1", "default", "a", pod("m1-p1", "1500m", "1Gi"), pod("m1-p2", "1500m", "1Gi"))
+	f.odNode("m2", "default", "a", pod("m2-p1", "250m", "3900Mi"), pod("m2-p2", "250m", "3900Mi"))
+	pl := plan(t, newPlanner(Options{}), f.cluster())
+	cmd := pl.Command
+	if cmd == nil || cmd.Type != TypeMulti {
+		t.Fatalf("command %v, want multi-node; verdicts %+v", cmd, pl.Verdicts)
+	}
+	got := candidateNames(cmd)
+	t.Logf("command %s: %v -> %v", cmd.Decision(), got, replacementTypes(cmd))
+	if !slices.Contains(got, "m1") || !slices.Contains(got, "m2") {
+		t.Fatalf("candidates %v, want m1 and m2 among them", got)
+	}
+	replaced, launched := 0.0, 0.0
+	for _, c := range cmd.Candidates {
+		replaced += c.Price()
+	}
+	for _, r := range cmd.Replacements {
+		launched += maxCompatiblePrice(r)
+	}
+	if !(launched < replaced*(1-DefaultMinSavingsFraction)) {
+		t.Errorf("replacements at $%.2f/h for $%.2f/h of candidates", launched, replaced)
+	}
+}

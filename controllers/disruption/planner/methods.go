@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -126,18 +127,42 @@ func (p *Planner) consolidate(ctx context.Context, ps *pass, set []*Candidate, t
 }
 
 // multiNode searches, over prefixes of the candidates sorted by savings ratio, for the largest set
-// that can be deleted or replaced by fewer, cheaper nodes (binary search, as Karpenter's), within
-// the Underutilized budgets.
+// that can be deleted or replaced by cheaper nodes (binary search, as Karpenter's), within the
+// Underutilized budgets. When that finds nothing, it searches again over the candidates sorted by
+// idle cost (the price of what a node leaves unused), which finds the nodes whose repacking saves
+// the most when the cheapest to disrupt are already well packed.
 func (p *Planner) multiNode(ctx context.Context, ps *pass, all []*Candidate, plan *Plan, note noter) (*Command, error) {
 	cands := p.consolidationCandidates(ps.cluster, all, note)
 	plan.Eligible[TypeMulti] = len(cands)
+	usable := p.withinBudget(cands, plan, note)
+	if len(usable) < 2 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.MultiNodeTimeout)
+	defer cancel()
+	totals := ps.poolTotals()
+	best, err := p.largestPrefix(ctx, ps, usable, totals, plan)
+	if best != nil || err != nil || ctx.Err() != nil {
+		return best, err
+	}
+	byIdle := slices.Clone(cands)
+	sortByIdleCost(byIdle)
+	return p.largestPrefix(ctx, ps, p.withinBudget(byIdle, plan, nil), totals, plan)
+}
+
+// withinBudget walks cands in order and keeps those their NodePool's Underutilized budget still
+// allows, each taking one disruption, at most MultiNodeMaxCandidates of them; note (when not nil)
+// records why the others are left alone.
+func (p *Planner) withinBudget(cands []*Candidate, plan *Plan, note noter) []*Candidate {
 	allowed := copyAllowed(plan, karpv1.DisruptionReasonUnderutilized)
 	var usable []*Candidate
 	for _, c := range cands {
 		pool := c.nodePool.Name
 		if allowed[pool] <= 0 {
 			plan.ConstrainedByBudgets = true
-			note(c, ReasonDisruptionBlocked, budgetMessage(plan, pool, karpv1.DisruptionReasonUnderutilized))
+			if note != nil {
+				note(c, ReasonDisruptionBlocked, budgetMessage(plan, pool, karpv1.DisruptionReasonUnderutilized))
+			}
 			continue
 		}
 		allowed[pool]--
@@ -146,12 +171,11 @@ func (p *Planner) multiNode(ctx context.Context, ps *pass, all []*Candidate, pla
 	if len(usable) > p.opts.MultiNodeMaxCandidates {
 		usable = usable[:p.opts.MultiNodeMaxCandidates]
 	}
-	if len(usable) < 2 {
-		return nil, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.opts.MultiNodeTimeout)
-	defer cancel()
-	totals := ps.poolTotals()
+	return usable
+}
+
+// largestPrefix binary-searches the prefixes of usable for the largest that makes a command.
+func (p *Planner) largestPrefix(ctx context.Context, ps *pass, usable []*Candidate, totals map[string]PoolTotals, plan *Plan) (*Command, error) {
 	var best *Command
 	lo, hi := 1, len(usable)-1
 	for lo <= hi {

@@ -11,17 +11,18 @@ import (
 
 // TestSingleNodeWorkersDecideInOrder checks that single-node consolidation finds the same command
 // and notes the same reasons whatever the number of workers: nodes n1-n4 hold a pod pinned to
-// them by hostname (each cannot go) and sort first, n5 and n6 hold a small pod that fits on the
-// others. Multi-node finds nothing, since every prefix of the candidates starts with n1.
+// them by hostname (each cannot go, and has no memory left for another pod) and sort first; n5
+// and n6 each hold a small pod that fits on the other. Multi-node finds nothing in either order:
+// the two small pods together fit nowhere but on a node of their type, which is no cheaper.
 func TestSingleNodeWorkersDecideInOrder(t *testing.T) {
 	f := newFixture()
 	f.pool(nodePool("default"), itype("a", "4", "8Gi", 1.0))
 	for i := 1; i <= 4; i++ {
 		n := fmt.Sprintf("n%d", i)
-		f.odNode(n, "default", "a", pod(n+"-pinned", "3", "1Gi", withNodeSelector(karpv1.LabelHostname, n)))
+		f.odNode(n, "default", "a", pod(n+"-pinned", "3", "7Gi", withNodeSelector(karpv1.LabelHostname, n)))
 	}
-	f.odNode("n5", "default", "a", pod("n5-small", "500m", "1Gi"))
-	f.odNode("n6", "default", "a", pod("n6-small", "500m", "1Gi"))
+	f.odNode("n5", "default", "a", pod("n5-small", "500m", "1536Mi"))
+	f.odNode("n6", "default", "a", pod("n6-small", "500m", "1536Mi"))
 	var first *Plan
 	for _, workers := range []int{1, 2, 3, 4, 8} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
