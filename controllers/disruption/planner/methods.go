@@ -96,8 +96,9 @@ func (p *Planner) consolidationCandidates(c *Cluster, cands []*Candidate, note n
 }
 
 // consolidate decides what removing set would take: a delete when its pods fit elsewhere, or a
-// replacement by fewer, cheaper nodes. It returns the command, or why there is none.
-func (p *Planner) consolidate(ctx context.Context, ps *pass, set []*Candidate, typ string) (*Command, string, error) {
+// replacement by cheaper nodes, at most maxPercent of the set's size (and one for one node). It
+// returns the command, or why there is none.
+func (p *Planner) consolidate(ctx context.Context, ps *pass, set []*Candidate, typ string, maxPercent int) (*Command, string, error) {
 	sim, err := ps.simulate(ctx, set)
 	if err != nil {
 		return nil, "", err
@@ -114,8 +115,8 @@ func (p *Planner) consolidate(ctx context.Context, ps *pass, set []*Candidate, t
 		return cmd, "", nil
 	}
 	// Any set may be replaced by one node (Karpenter's m→1, single-node 1→1 included); m ≥ 2
-	// nodes by up to MaxReplacementsPercent of m, as long as the whole costs less.
-	if n > 1 && (len(set) == 1 || n > len(set)*p.opts.MaxReplacementsPercent/100) {
+	// nodes by up to maxPercent of m, as long as the whole costs less.
+	if n > 1 && (len(set) == 1 || n > len(set)*maxPercent/100) {
 		return nil, fmt.Sprintf("Can't remove without creating %d candidates", n), nil
 	}
 	plans, savings, why := p.priceReplacements(set, sim.results.NewNodeClaims, typ == TypeMulti)
@@ -128,9 +129,10 @@ func (p *Planner) consolidate(ctx context.Context, ps *pass, set []*Candidate, t
 
 // multiNode searches, over prefixes of the candidates sorted by savings ratio, for the largest set
 // that can be deleted or replaced by cheaper nodes (binary search, as Karpenter's), within the
-// Underutilized budgets. When that finds nothing, it searches again over the candidates sorted by
-// idle cost (the price of what a node leaves unused), which finds the nodes whose repacking saves
-// the most when the cheapest to disrupt are already well packed.
+// Underutilized budgets, with up to MaxReplacementsPercent replacements. When that finds nothing,
+// it searches again over the candidates sorted by idle cost (the price of what a node leaves
+// unused), which finds nodes full in one resource and empty in the other; that search only
+// replaces nodes by fewer, so that it never adds nodes to a cluster that is packed already.
 func (p *Planner) multiNode(ctx context.Context, ps *pass, all []*Candidate, plan *Plan, note noter) (*Command, error) {
 	cands := p.consolidationCandidates(ps.cluster, all, note)
 	plan.Eligible[TypeMulti] = len(cands)
@@ -141,13 +143,13 @@ func (p *Planner) multiNode(ctx context.Context, ps *pass, all []*Candidate, pla
 	ctx, cancel := context.WithTimeout(ctx, p.opts.MultiNodeTimeout)
 	defer cancel()
 	totals := ps.poolTotals()
-	best, err := p.largestPrefix(ctx, ps, usable, totals, plan)
+	best, err := p.largestPrefix(ctx, ps, usable, totals, plan, p.opts.MaxReplacementsPercent)
 	if best != nil || err != nil || ctx.Err() != nil {
 		return best, err
 	}
 	byIdle := slices.Clone(cands)
 	sortByIdleCost(byIdle)
-	return p.largestPrefix(ctx, ps, p.withinBudget(byIdle, plan, nil), totals, plan)
+	return p.largestPrefix(ctx, ps, p.withinBudget(byIdle, plan, nil), totals, plan, min(p.opts.MaxReplacementsPercent, fewerNodesPercent))
 }
 
 // withinBudget walks cands in order and keeps those their NodePool's Underutilized budget still
@@ -174,13 +176,18 @@ func (p *Planner) withinBudget(cands []*Candidate, plan *Plan, note noter) []*Ca
 	return usable
 }
 
-// largestPrefix binary-searches the prefixes of usable for the largest that makes a command.
-func (p *Planner) largestPrefix(ctx context.Context, ps *pass, usable []*Candidate, totals map[string]PoolTotals, plan *Plan) (*Command, error) {
+// fewerNodesPercent bounds replacements to fewer nodes than they replace (99 % of m, rounded
+// down, is less than m).
+const fewerNodesPercent = 99
+
+// largestPrefix binary-searches the prefixes of usable for the largest that makes a command with
+// at most maxPercent replacements.
+func (p *Planner) largestPrefix(ctx context.Context, ps *pass, usable []*Candidate, totals map[string]PoolTotals, plan *Plan, maxPercent int) (*Command, error) {
 	var best *Command
 	lo, hi := 1, len(usable)-1
 	for lo <= hi {
 		mid := (lo + hi) / 2
-		cmd, _, err := p.consolidate(ctx, ps, usable[:mid+1], TypeMulti)
+		cmd, _, err := p.consolidate(ctx, ps, usable[:mid+1], TypeMulti, maxPercent)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 				plan.TimedOut = append(plan.TimedOut, TypeMulti)
@@ -241,7 +248,7 @@ func (p *Planner) singleNode(ctx context.Context, ps *pass, all []*Candidate, pl
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				o.cmd, o.why, o.err = p.consolidate(ctx, ps, []*Candidate{cands[i]}, TypeSingle)
+				o.cmd, o.why, o.err = p.consolidate(ctx, ps, []*Candidate{cands[i]}, TypeSingle, 100)
 			}()
 		}
 		wg.Wait()

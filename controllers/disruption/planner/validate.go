@@ -72,7 +72,7 @@ func (p *Planner) Validate(ctx context.Context, c *Cluster, cmd *Command) (*Comm
 		}
 		return out, "", "", nil
 	}
-	again, why, err := p.consolidate(ctx, ps, out.Candidates, cmd.Type)
+	again, why, err := p.consolidate(ctx, ps, out.Candidates, cmd.Type, p.opts.MaxReplacementsPercent)
 	if err != nil {
 		return nil, "", "", err
 	}
