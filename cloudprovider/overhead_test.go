@@ -1,8 +1,12 @@
 package cloudprovider_test
 
 import (
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 )
 
@@ -29,5 +33,42 @@ func TestKubeReservedMilliCPU(t *testing.T) {
 		if got := cloudprovider.KubeReservedMilliCPU(tt.vcpus); got != tt.want {
 			t.Errorf("KubeReservedMilliCPU(%d) = %dm, want %dm", tt.vcpus, got, tt.want)
 		}
+	}
+}
+
+func TestNodeMemoryMiB(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		memMiB int64
+		pct    float64
+		arch   []string
+		want   int64
+	}{
+		{"amd64: 7.5 % rounded up", 8192, cloudprovider.DefaultVMMemoryOverheadPercent, []string{"amd64"}, 8192 - 615},
+		{"arm64 also loses 64 MiB", 8192, cloudprovider.DefaultVMMemoryOverheadPercent, []string{"arm64", "amd64"}, 8192 - 615 - 64},
+		{"only the first architecture counts", 8192, 0, []string{"amd64", "arm64"}, 8192},
+		{"no architecture", 1024, 0.5, nil, 512},
+		{"never below zero", 32, cloudprovider.DefaultVMMemoryOverheadPercent, []string{"arm64"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cloudprovider.NodeMemoryMiB(tc.memMiB, tc.pct, tc.arch); got != tc.want {
+				t.Errorf("NodeMemoryMiB(%d, %v, %v) = %d, want %d", tc.memMiB, tc.pct, tc.arch, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRegistrationTaints(t *testing.T) {
+	nc := &karpv1.NodeClaim{}
+	dedicated := karpv1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+	nc.Spec.Taints = []karpv1.Taint{dedicated}
+	nc.Spec.StartupTaints = []karpv1.Taint{dedicated, {Key: "cni", Effect: corev1.TaintEffectNoSchedule}}
+	var got []string
+	for _, taint := range cloudprovider.RegistrationTaints(nc) {
+		got = append(got, taint.Key+":"+string(taint.Effect))
+	}
+	want := []string{"dedicated:NoSchedule", "cni:NoSchedule", karpv1.UnregisteredTaintKey + ":NoExecute"}
+	if !slices.Equal(got, want) {
+		t.Errorf("RegistrationTaints = %v, want %v (each once, unregistered last)", got, want)
 	}
 }

@@ -17,9 +17,7 @@ import (
 // Defaults of the node model, as Karpenter documents them.
 const (
 	// DefaultVMMemoryOverheadPercent is the share of memory the hypervisor keeps.
-	DefaultVMMemoryOverheadPercent = 0.075
-	// arm64ReservedMiB is memory arm64 kernels reserve for the contiguous memory allocator.
-	arm64ReservedMiB = 64
+	DefaultVMMemoryOverheadPercent = cloudprovider.DefaultVMMemoryOverheadPercent
 	// windowsMaxPods is the pod density of Windows nodes.
 	windowsMaxPods = 110
 	// defaultEphemeralGi is the root volume of Linux families; windowsEphemeralGi of Windows.
@@ -161,14 +159,10 @@ func (s *nodeShape) ephemeralStorage(t *typeInfo) int64 {
 
 // capacity returns the full capacity of a node of the type.
 func (s *nodeShape) capacity(t *typeInfo) corev1.ResourceList {
-	pct := s.VMMemoryOverheadPercent
-	memMiB := t.MemoryMiB - int64(math.Ceil(float64(t.MemoryMiB)*pct))
-	if len(t.Architectures) > 0 && t.Architectures[0] == karpv1.ArchitectureArm64 {
-		memMiB -= arm64ReservedMiB
-	}
+	memMiB := cloudprovider.NodeMemoryMiB(t.MemoryMiB, s.VMMemoryOverheadPercent, t.Architectures)
 	c := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
-		corev1.ResourceMemory:           *resource.NewQuantity(max(memMiB, 0)*mi, resource.BinarySI),
+		corev1.ResourceMemory:           *resource.NewQuantity(memMiB*mi, resource.BinarySI),
 		corev1.ResourcePods:             *resource.NewQuantity(s.pods(t), resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: *resource.NewQuantity(s.ephemeralStorage(t), resource.BinarySI),
 	}

@@ -196,8 +196,8 @@ func (p *Provider) nodeClaimFromInstance(ctx context.Context, inst *instance, cl
 		if ct.built != nil {
 			if bt, ok := ct.built.byName[inst.Type]; ok {
 				maps.Copy(labels, bt.it.Requirements.Labels())
-				nc.Status.Capacity = copyResources(bt.it.Capacity)
-				nc.Status.Allocatable = copyResources(bt.it.Allocatable())
+				nc.Status.Capacity = bt.it.Capacity.DeepCopy()
+				nc.Status.Allocatable = bt.it.Allocatable().DeepCopy()
 			}
 			if zid := ct.view.ZoneIDs[inst.Zone]; zid != "" {
 				labels[awsv1.LabelTopologyZoneID] = zid

@@ -307,7 +307,7 @@ func (p *Provider) launchTemplateConfigs(ctx context.Context, nodeClaim *karpv1.
 	family := nc.AMIFamily()
 	userData, err := renderUserData(family, bootstrap{
 		ClusterName: p.opts.ClusterName, Endpoint: ci.endpoint, CABundle: ci.caBundle, ServiceCIDR: ci.serviceCIDR,
-		Kubelet: nc.Spec.Kubelet, Labels: nodeClaim.Labels, Taints: registrationTaints(nodeClaim),
+		Kubelet: nc.Spec.Kubelet, Labels: nodeClaim.Labels, Taints: cloudprovider.RegistrationTaints(nodeClaim),
 		InstanceStorePolicy: nc.Spec.InstanceStorePolicy, UserData: nc.Spec.UserData,
 	})
 	if err != nil {
@@ -371,25 +371,6 @@ func (p *Provider) launchTemplateConfigs(ctx context.Context, nodeClaim *karpv1.
 	return configs, names, nil
 }
 
-// registrationTaints are the taints the kubelet registers the Node with: the NodeClaim's taints
-// and startup taints, and karpenter.sh/unregistered, which registration removes.
-func registrationTaints(nodeClaim *karpv1.NodeClaim) []corev1.Taint {
-	var out []corev1.Taint
-	add := func(t corev1.Taint) {
-		if !slices.ContainsFunc(out, func(h corev1.Taint) bool { return h.MatchTaint(&t) }) {
-			out = append(out, t)
-		}
-	}
-	for _, t := range nodeClaim.Spec.Taints {
-		add(t.ToCore())
-	}
-	for _, t := range nodeClaim.Spec.StartupTaints {
-		add(t.ToCore())
-	}
-	add(karpv1.UnregisteredNoExecuteTaint())
-	return out
-}
-
 // launched returns the NodeClaim of the instance the fleet launched.
 func (p *Provider) launched(nodeClaim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, view *classView, fleetCapacityType string,
 	options []fleetOption, fi ec2types.CreateFleetInstance) (*karpv1.NodeClaim, error) {
@@ -449,22 +430,11 @@ func (p *Provider) launched(nodeClaim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass,
 	}
 	out.Status.ProviderID = ProviderID(zone, id)
 	out.Status.ImageID = bt.ami
-	out.Status.Capacity = copyResources(bt.it.Capacity)
-	out.Status.Allocatable = copyResources(bt.it.Allocatable())
+	out.Status.Capacity = bt.it.Capacity.DeepCopy()
+	out.Status.Allocatable = bt.it.Allocatable().DeepCopy()
 	p.log.Info("launched instance", "nodeclaim", nodeClaim.Name, "instance", id, "instanceType", typeName, "zone", zone,
 		"capacityType", capacityType, "image", bt.ami)
 	return out, nil
-}
-
-func copyResources(in corev1.ResourceList) corev1.ResourceList {
-	if in == nil {
-		return nil
-	}
-	out := make(corev1.ResourceList, len(in))
-	for k, v := range in {
-		out[k] = v.DeepCopy()
-	}
-	return out
 }
 
 // formatResources prints a resource list in name order, as "cpu=2, memory=1Gi".

@@ -15,8 +15,6 @@ import (
 	"slices"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/requirements"
@@ -175,8 +173,8 @@ func (c *CloudProvider) Create(_ context.Context, nodeClaim *karpv1.NodeClaim) (
 	out.Labels = labels
 	c.launched++
 	out.Status.ProviderID = fmt.Sprintf("fake:///%s/%d", best.o.Zone(), c.launched)
-	out.Status.Capacity = copyResources(best.it.Capacity)
-	out.Status.Allocatable = copyResources(best.it.Allocatable())
+	out.Status.Capacity = best.it.Capacity.DeepCopy()
+	out.Status.Allocatable = best.it.Allocatable().DeepCopy()
 	if c.created == nil {
 		c.created = map[string]*karpv1.NodeClaim{}
 	}
@@ -248,11 +246,3 @@ func (c *CloudProvider) IsDrifted(context.Context, *karpv1.NodeClaim) (cloudprov
 
 // Name returns "fake".
 func (c *CloudProvider) Name() string { return "fake" }
-
-func copyResources(in corev1.ResourceList) corev1.ResourceList {
-	out := make(corev1.ResourceList, len(in))
-	for k, v := range in {
-		out[k] = v.DeepCopy()
-	}
-	return out
-}

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -25,10 +24,6 @@ const (
 
 // The node model, following the AWS provider's documented defaults for AL2023 nodes.
 const (
-	// vmMemoryOverheadPercent is the share of memory the hypervisor and firmware keep.
-	vmMemoryOverheadPercent = 0.075
-	// arm64ReservedMiB is memory arm64 kernels reserve for the contiguous memory allocator.
-	arm64ReservedMiB = 64
 	// defaultMaxPods is the pod capacity of a type without an ENI-derived limit.
 	defaultMaxPods = 110
 	// ephemeralStorageGi is the size of the root volume.
@@ -50,13 +45,10 @@ const (
 // VM overhead (7.5%, rounded up) and, on arm64, 64 MiB for the kernel; its ENI-limited pod count;
 // a 20Gi root volume; and its GPUs as nvidia.com/gpu or amd.com/gpu.
 func capacityOf(t *catalog.InstanceType) corev1.ResourceList {
-	memMiB := t.MemoryMiB - int64(math.Ceil(float64(t.MemoryMiB)*vmMemoryOverheadPercent))
-	if len(t.Architectures) > 0 && t.Architectures[0] == karpv1.ArchitectureArm64 {
-		memMiB -= arm64ReservedMiB
-	}
+	memMiB := cloudprovider.NodeMemoryMiB(t.MemoryMiB, cloudprovider.DefaultVMMemoryOverheadPercent, t.Architectures)
 	c := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
-		corev1.ResourceMemory:           *resource.NewQuantity(max(memMiB, 0)*mi, resource.BinarySI),
+		corev1.ResourceMemory:           *resource.NewQuantity(memMiB*mi, resource.BinarySI),
 		corev1.ResourcePods:             *resource.NewQuantity(int64(maxPods(t)), resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: *resource.NewQuantity(ephemeralStorageGi*gi, resource.BinarySI),
 	}
@@ -192,11 +184,11 @@ func (tt *typeTemplate) build(zones []string, short func(instanceType, zone, cap
 		Name:         tt.info.Name,
 		Requirements: reqs,
 		Offerings:    offerings,
-		Capacity:     copyResources(tt.capacity),
+		Capacity:     tt.capacity.DeepCopy(),
 		Overhead: cloudprovider.Overhead{
-			KubeReserved:      copyResources(tt.overhead.KubeReserved),
-			SystemReserved:    copyResources(tt.overhead.SystemReserved),
-			EvictionThreshold: copyResources(tt.overhead.EvictionThreshold),
+			KubeReserved:      tt.overhead.KubeReserved.DeepCopy(),
+			SystemReserved:    tt.overhead.SystemReserved.DeepCopy(),
+			EvictionThreshold: tt.overhead.EvictionThreshold.DeepCopy(),
 		},
 	}
 }
@@ -257,15 +249,4 @@ func (c *typeCache) get(region string, zones []string, failures *Failures) built
 	}
 	c.built[key] = b
 	return b
-}
-
-func copyResources(in corev1.ResourceList) corev1.ResourceList {
-	if in == nil {
-		return nil
-	}
-	out := make(corev1.ResourceList, len(in))
-	for k, v := range in {
-		out[k] = v.DeepCopy()
-	}
-	return out
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/requirements"
 )
 
@@ -114,8 +115,8 @@ func (p *Provider) start(nodeClaim *karpv1.NodeClaim, class ResolvedNodeClass, t
 	out.Annotations[NodeClassHashVersionAnnotationKey] = NodeClassHashVersion
 	out.Annotations[InstanceAnnotationKey] = rec.encode()
 	out.Status.ProviderID = pid
-	out.Status.Capacity = copyResources(choice.it.Capacity)
-	out.Status.Allocatable = copyResources(choice.it.Allocatable())
+	out.Status.Capacity = choice.it.Capacity.DeepCopy()
+	out.Status.Allocatable = choice.it.Allocatable().DeepCopy()
 
 	recorded := out.DeepCopy()
 	recorded.CreationTimestamp = metav1.NewTime(rec.LaunchTime.Time)
@@ -169,22 +170,7 @@ func newNode(iid InstanceID, launched *karpv1.NodeClaim, rec launchRecord) *core
 		labels = map[string]string{}
 	}
 	labels[corev1.LabelHostname] = iid.ID
-	var taints []corev1.Taint
-	add := func(t corev1.Taint) {
-		for _, have := range taints {
-			if have.MatchTaint(&t) {
-				return
-			}
-		}
-		taints = append(taints, t)
-	}
-	for _, t := range launched.Spec.Taints {
-		add(t.ToCore())
-	}
-	for _, t := range launched.Spec.StartupTaints {
-		add(t.ToCore())
-	}
-	add(karpv1.UnregisteredNoExecuteTaint())
+	taints := cloudprovider.RegistrationTaints(launched)
 	arch := launched.Labels[karpv1.LabelArch]
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -194,8 +180,8 @@ func newNode(iid InstanceID, launched *karpv1.NodeClaim, rec launchRecord) *core
 		},
 		Spec: corev1.NodeSpec{ProviderID: iid.ProviderID(), Taints: taints},
 		Status: corev1.NodeStatus{
-			Capacity:    copyResources(launched.Status.Capacity),
-			Allocatable: copyResources(launched.Status.Allocatable),
+			Capacity:    launched.Status.Capacity.DeepCopy(),
+			Allocatable: launched.Status.Allocatable.DeepCopy(),
 			NodeInfo:    corev1.NodeSystemInfo{Architecture: arch, OperatingSystem: karpv1.OSLinux},
 		},
 	}

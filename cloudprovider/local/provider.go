@@ -482,8 +482,8 @@ func nodeClaimFromNode(n *corev1.Node) *karpv1.NodeClaim {
 	}
 	nc.Status.ProviderID = n.Spec.ProviderID
 	nc.Status.NodeName = n.Name
-	nc.Status.Capacity = copyResources(n.Status.Capacity)
-	nc.Status.Allocatable = copyResources(n.Status.Allocatable)
+	nc.Status.Capacity = n.Status.Capacity.DeepCopy()
+	nc.Status.Allocatable = n.Status.Allocatable.DeepCopy()
 	return nc
 }
 

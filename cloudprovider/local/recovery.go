@@ -127,8 +127,8 @@ func (pl pendingLaunch) describe() *karpv1.NodeClaim {
 	out.Spec = *nc.Spec.DeepCopy()
 	out.Status.ProviderID = pl.rec.ProviderID
 	out.Status.ImageID = nc.Status.ImageID
-	out.Status.Capacity = copyResources(nc.Status.Capacity)
-	out.Status.Allocatable = copyResources(nc.Status.Allocatable)
+	out.Status.Capacity = nc.Status.Capacity.DeepCopy()
+	out.Status.Allocatable = nc.Status.Allocatable.DeepCopy()
 	return out
 }
 

@@ -20,6 +20,7 @@ import (
 
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/aws"
 	"github.com/joiner-dev/joiner/testbed"
 )
@@ -182,22 +183,7 @@ func nodeFor(instanceID, providerID string, nc *karpv1.NodeClaim) *corev1.Node {
 		labels = map[string]string{}
 	}
 	labels[corev1.LabelHostname] = name
-	var taints []corev1.Taint
-	add := func(t corev1.Taint) {
-		for _, have := range taints {
-			if have.MatchTaint(&t) {
-				return
-			}
-		}
-		taints = append(taints, t)
-	}
-	for _, t := range nc.Spec.Taints {
-		add(t.ToCore())
-	}
-	for _, t := range nc.Spec.StartupTaints {
-		add(t.ToCore())
-	}
-	add(karpv1.UnregisteredNoExecuteTaint())
+	taints := cloudprovider.RegistrationTaints(nc)
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
