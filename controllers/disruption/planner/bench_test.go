@@ -497,21 +497,7 @@ func TestBenchLowerBound(t *testing.T) {
 	gen.add(1000)
 	demand := catalogbench.Demand(gen.pods, lpResources())
 	cols := env.lpColumns()
-	lower, upper := 0.0, math.Inf(1)
-	for r := range demand {
-		perUnit := math.Inf(1)
-		for _, c := range cols {
-			perUnit = math.Min(perUnit, c.Price/float64(c.Alloc[r]))
-		}
-		lower = math.Max(lower, demand[r]*perUnit)
-	}
-	for _, c := range cols {
-		need := 0.0
-		for r := range demand {
-			need = math.Max(need, demand[r]/float64(c.Alloc[r]))
-		}
-		upper = math.Min(upper, c.Price*need)
-	}
+	lower, upper := catalogbench.SimpleBounds(cols, demand)
 	lp := env.lowerBound(gen.pods)
 	t.Logf("%d LP columns; demand %.1f cores, %.1f GiB, %.0f pods; LP $%.3f/h, within [$%.3f, $%.3f]", len(cols), demand[0]/1000, demand[1]/1000/(1<<30), demand[2]/1000, lp, lower, upper)
 	if lp < lower-1e-6 || lp > upper+1e-6 {

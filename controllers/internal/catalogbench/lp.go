@@ -2,6 +2,7 @@ package catalogbench
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -130,4 +131,29 @@ func CoveringLPSolution(cols []Column, demand []float64) (float64, []float64) {
 	}
 	sol := coverlp.Solve(alloc, price, demand)
 	return sol.Value, sol.Counts
+}
+
+// SimpleBounds are bounds on the covering LP that hold for any covering, for tests of the LP: no
+// less than covering each resource alone with its cheapest column per unit, no more than the
+// cheapest covering by a single column.
+func SimpleBounds(cols []Column, demand []float64) (lower, upper float64) {
+	upper = math.Inf(1)
+	for r := range demand {
+		if demand[r] == 0 {
+			continue
+		}
+		perUnit := math.Inf(1)
+		for _, c := range cols {
+			perUnit = math.Min(perUnit, c.Price/float64(c.Alloc[r]))
+		}
+		lower = math.Max(lower, demand[r]*perUnit)
+	}
+	for _, c := range cols {
+		need := 0.0
+		for r := range demand {
+			need = math.Max(need, demand[r]/float64(c.Alloc[r]))
+		}
+		upper = math.Min(upper, c.Price*need)
+	}
+	return lower, upper
 }

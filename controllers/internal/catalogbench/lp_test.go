@@ -100,24 +100,7 @@ func TestCatalogBounds(t *testing.T) {
 					demand[r] = float64(v) * float64(tc.n)
 				}
 			}
-			lower, upper := 0.0, math.Inf(1)
-			for r := range demand {
-				if demand[r] == 0 {
-					continue
-				}
-				perUnit := math.Inf(1)
-				for _, c := range cols {
-					perUnit = math.Min(perUnit, c.Price/float64(c.Alloc[r]))
-				}
-				lower = math.Max(lower, demand[r]*perUnit)
-			}
-			for _, c := range cols {
-				need := 0.0
-				for r := range demand {
-					need = math.Max(need, demand[r]/float64(c.Alloc[r]))
-				}
-				upper = math.Min(upper, c.Price*need)
-			}
+			lower, upper := SimpleBounds(cols, demand)
 			lp := CoveringLP(cols, demand)
 			t.Logf("%d columns; LP $%.4f/h within [$%.4f, $%.4f]", len(cols), lp, lower, upper)
 			if lp < lower-1e-9 || lp > upper+1e-9 {
