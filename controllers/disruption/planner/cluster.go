@@ -136,7 +136,7 @@ type nodeInfo struct {
 	reschedulable []*corev1.Pod
 	cost          float64
 	// idle is the price of what the node leaves unused: price × (1 − the mean of its cpu and
-	// memory shares requested by its pods).
+	// memory shares requested by its pods); newPass sets it from the scheduler's view of the node.
 	idle float64
 }
 
@@ -165,7 +165,6 @@ func (c *Cluster) describe(n *Node) *nodeInfo {
 		}
 	}
 	info.cost = DisruptionCost(info.reschedulable)
-	info.idle = info.price * (1 - requestedShare(n))
 	return info
 }
 
@@ -173,34 +172,4 @@ func (c *Cluster) describe(n *Node) *nodeInfo {
 // deleted, or held by a disruption command.
 func (c *Cluster) disrupting(n *Node) bool {
 	return !nodepredicates.NodeReady(n.Node) || n.Deleting() || n.InCommand(c.InQueue)
-}
-
-// requestedShare is the mean of the shares of the node's allocatable cpu and memory its pods'
-// containers request (1 when the node reports neither): a node full in one resource but not the
-// other leaves room no pod of another shape can use, which only repacking it with others recovers.
-func requestedShare(n *Node) float64 {
-	var cpu, mem int64
-	for _, pod := range n.Pods {
-		for i := range pod.Spec.Containers {
-			req := pod.Spec.Containers[i].Resources.Requests
-			cpu += req.Cpu().MilliValue()
-			mem += req.Memory().Value()
-		}
-	}
-	alloc := n.Node.Status.Allocatable
-	var shares []float64
-	if c := alloc.Cpu().MilliValue(); c > 0 {
-		shares = append(shares, min(float64(cpu)/float64(c), 1))
-	}
-	if m := alloc.Memory().Value(); m > 0 {
-		shares = append(shares, min(float64(mem)/float64(m), 1))
-	}
-	if len(shares) == 0 {
-		return 1
-	}
-	sum := 0.0
-	for _, sh := range shares {
-		sum += sh
-	}
-	return sum / float64(len(shares))
 }

@@ -63,6 +63,11 @@ func newPass(c *Cluster) (*pass, error) {
 		}
 	}
 	ps.nodes = <-prepared
+	for name, info := range ps.infos {
+		if i, ok := ps.nodes.Index(name); ok {
+			info.idle = info.price * (1 - ps.nodes.RequestedShare(i))
+		}
+	}
 	ps.held = make([]bool, ps.nodes.Len())
 	for _, name := range held {
 		if i, ok := ps.nodes.Index(name); ok {

@@ -77,6 +77,22 @@ func (set *NodeSet) Index(name string) (int, bool) {
 	return i, ok
 }
 
+// RequestedShare is the mean of the shares of node i's allocatable cpu and memory its pods request
+// (as the scheduler counts requests), each at most 1; a resource the node does not report counts
+// as full.
+func (set *NodeSet) RequestedShare(i int) float64 {
+	p := set.preps[i]
+	sum := 0.0
+	for _, r := range []int{resCPU, resMemory} {
+		share := 1.0
+		if c := p.capacity.core[r]; c > 0 {
+			share = min(float64(p.used.core[r])/float64(c), 1)
+		}
+		sum += share
+	}
+	return sum / 2
+}
+
 // existingPrep is what an existing node contributes to every solve that is the same in each: its
 // requirements (from its labels), capacity, the resources its pods use, their host ports and
 // their required anti-affinity.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
@@ -117,5 +119,32 @@ func TestSolveOnConcurrent(t *testing.T) {
 		if r == nil || !maps.Equal(outcome(r), outcome(want)) {
 			t.Errorf("solve %d: %v, want %v", i, r, outcome(want))
 		}
+	}
+}
+
+// TestRequestedShare checks the mean share of cpu and memory a node's pods request, as the
+// scheduler counts requests (the larger of the app containers and an init container).
+func TestRequestedShare(t *testing.T) {
+	withInit := newPod("init", "1", "1Gi")
+	withInit.Spec.InitContainers = []corev1.Container{{Name: "setup", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}}}}
+	noMemory := existingNode("bare", fake.Zone1)
+	delete(noMemory.Allocatable, corev1.ResourceMemory)
+	for _, tc := range []struct {
+		name string
+		node *ExistingNode
+		want float64
+	}{
+		{"empty", existingNode("n", fake.Zone1), 0},
+		{"cpu half, memory an eighth", existingNode("n", fake.Zone1, newPod("a", "8", "8Gi")), (0.5 + 0.125) / 2},
+		{"init container counts", existingNode("n", fake.Zone1, withInit), (0.5 + 1.0/64) / 2},
+		{"over-committed counts as full", existingNode("n", fake.Zone1, newPod("a", "32", "1Gi")), (1 + 1.0/64) / 2},
+		{"unreported memory counts as full", noMemory, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NewNodeSet([]*ExistingNode{tc.node}).RequestedShare(0); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("RequestedShare = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
