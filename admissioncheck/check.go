@@ -35,7 +35,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
-	"github.com/joiner-dev/joiner/cloudprovider/catalog"
+	"github.com/joiner-dev/joiner/providers/catalog"
 	"github.com/joiner-dev/joiner/crdvalidation"
 	"github.com/joiner-dev/joiner/policy"
 )

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/joiner-dev/joiner/cloudprovider/admissioncatalog"
-	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/webhooks/admissioncatalog"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/crdvalidation"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/webhooks"

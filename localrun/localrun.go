@@ -32,7 +32,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
-	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/operator"
 )
 

@@ -17,7 +17,6 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/controllers/disruption/budget"
 	"github.com/joiner-dev/joiner/runtimevalidation"
 )
 
@@ -140,11 +139,11 @@ func budgetFindings(budgets []karpv1.Budget) []string {
 // scheduleError returns why s is not an accepted schedule, or "" when it is. It uses the parser of the
 // budget math, so the webhook admits exactly the schedules that budgets evaluate.
 func scheduleError(s string) string {
-	_, err := budget.ParseSchedule(s)
+	_, err := karpv1.ParseBudgetSchedule(s)
 	if err == nil {
 		return ""
 	}
-	if se, ok := errors.AsType[*budget.ScheduleError](err); ok {
+	if se, ok := errors.AsType[*karpv1.BudgetScheduleError](err); ok {
 		return se.Reason
 	}
 	return err.Error()

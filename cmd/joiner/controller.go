@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/cloudprovider/aws"
-	"github.com/joiner-dev/joiner/cloudprovider/aws/nodeclass"
-	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/providers/aws"
+	"github.com/joiner-dev/joiner/providers/aws/nodeclass"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/policy"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/joiner-dev/joiner/cloudprovider/aws"
+	"github.com/joiner-dev/joiner/providers/aws"
 )
 
 func TestControllerAWSFlags(t *testing.T) {

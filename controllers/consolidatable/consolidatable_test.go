@@ -17,7 +17,7 @@ import (
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/consolidatable"
-	nct "github.com/joiner-dev/joiner/controllers/controllertest"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // start is where the tests' fake clocks begin. It is a whole second because the API server

@@ -21,7 +21,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
-	nct "github.com/joiner-dev/joiner/controllers/controllertest"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/drift"
 	"github.com/joiner-dev/joiner/controllers/nodepoolhash"
 )

@@ -24,7 +24,7 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/controllers"
-	nct "github.com/joiner-dev/joiner/controllers/controllertest"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
 	"github.com/joiner-dev/joiner/controllers/termination"

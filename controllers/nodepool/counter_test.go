@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/controllers/resourcestest"
+	"github.com/joiner-dev/joiner/testsupport/resourcestest"
 )
 
 // countedClaim is a NodeClaim with the given status.capacity (nil: not launched yet) and requests.

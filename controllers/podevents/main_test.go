@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/joiner-dev/joiner/controllers/controllertest"
+	"github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/testbed"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
-	"github.com/joiner-dev/joiner/controllers/resourcestest"
+	"github.com/joiner-dev/joiner/testsupport/resourcestest"
 )
 
 // The objects below are built in memory; no API server is involved. fake.InstanceTypes(4) gives

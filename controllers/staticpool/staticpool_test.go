@@ -19,7 +19,7 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/controllers/controllertest"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/staticpool"
 )
 

@@ -21,7 +21,7 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/cloudprovider/aws"
+	"github.com/joiner-dev/joiner/providers/aws"
 	"github.com/joiner-dev/joiner/testbed"
 )
 

@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/cloudprovider/aws"
-	"github.com/joiner-dev/joiner/cloudprovider/aws/awstest"
-	"github.com/joiner-dev/joiner/cloudprovider/aws/nodeclass"
+	"github.com/joiner-dev/joiner/providers/aws"
+	"github.com/joiner-dev/joiner/providers/aws/awstest"
+	"github.com/joiner-dev/joiner/providers/aws/nodeclass"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"

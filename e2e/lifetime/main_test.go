@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/provisioning"

@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/joiner-dev/joiner/cloudprovider/local"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"

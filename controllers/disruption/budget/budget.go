@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
@@ -150,58 +149,10 @@ func Active(b karpv1.Budget, now time.Time) (bool, error) {
 	case b.Duration.Duration < 0:
 		return false, fmt.Errorf("duration: %s is negative", b.Duration.Duration)
 	}
-	sched, err := ParseSchedule(*b.Schedule)
+	sched, err := karpv1.ParseBudgetSchedule(*b.Schedule)
 	if err != nil {
 		return false, fmt.Errorf("schedule: %w", err)
 	}
 	now = now.UTC()
 	return !sched.Next(now.Add(-b.Duration.Duration)).After(now), nil
-}
-
-// ScheduleError is the error ParseSchedule returns for a schedule it does not accept.
-type ScheduleError struct {
-	// Schedule is the rejected schedule.
-	Schedule string
-	// Reason says briefly why, without repeating the schedule, e.g.
-	// "expected exactly 5 fields, found 4".
-	Reason string
-	// Err is the cron parser's error, if the parser rejected the schedule.
-	Err error
-}
-
-// Error returns the schedule and the reason it is rejected.
-func (e *ScheduleError) Error() string {
-	return fmt.Sprintf("%q is not a valid cron expression (%s)", e.Schedule, e.Reason)
-}
-
-// Unwrap returns the cron parser's error, if any.
-func (e *ScheduleError) Unwrap() error { return e.Err }
-
-// ParseSchedule parses a budget schedule the way budgets evaluate it: in UTC, with 5 fields
-// (minute hour day-of-month month day-of-week) or a descriptor such as @daily, through
-// cron.ParseStandard("TZ=UTC " + schedule) as Karpenter does. It also rejects two forms that the
-// CRD's pattern or Karpenter's parse rejects but would otherwise give a confusing message: @every
-// intervals (which the CRD does not admit) and an explicit TZ= or CRON_TZ= time zone. Errors are
-// *ScheduleError.
-func ParseSchedule(schedule string) (cron.Schedule, error) {
-	trimmed := strings.TrimSpace(schedule)
-	reject := func(reason string, err error) (cron.Schedule, error) {
-		return nil, &ScheduleError{Schedule: schedule, Reason: reason, Err: err}
-	}
-	switch {
-	case trimmed == "":
-		return reject("empty spec string", nil)
-	case strings.HasPrefix(trimmed, "@every"):
-		return reject("@every intervals are not supported; use a descriptor such as @daily", nil)
-	case strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ="):
-		return reject("time zones are not supported: schedules are evaluated in UTC", nil)
-	}
-	sched, err := cron.ParseStandard("TZ=UTC " + schedule)
-	if err != nil {
-		// robfig/cron appends the offending token or an inner error after ": "; the ScheduleError
-		// already quotes the whole schedule.
-		reason, _, _ := strings.Cut(err.Error(), ": ")
-		return reject(reason, err)
-	}
-	return sched, nil
 }

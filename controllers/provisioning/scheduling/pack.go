@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/joiner-dev/joiner/controllers/internal/coverlp"
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/coverlp"
 )
 
 // The packer: pods that only need resources, packed from scratch onto nodes of one option set

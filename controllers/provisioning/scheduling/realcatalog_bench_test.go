@@ -16,7 +16,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/controllers/internal/catalogbench"
+	"github.com/joiner-dev/joiner/testsupport/catalogbench"
 	"github.com/joiner-dev/joiner/requirements"
 )
 
