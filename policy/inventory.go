@@ -56,28 +56,18 @@ func (k inventoryKey) String() string {
 	return fmt.Sprintf("namespace/%s/%s/%s/%s", k.namespace, k.groupVersion, k.kind, k.name)
 }
 
-// inventoryCopy returns obj without metadata.managedFields, leaving obj itself untouched.
-func inventoryCopy(obj map[string]any) map[string]any {
-	meta, ok := obj["metadata"].(map[string]any)
-	if !ok {
-		return obj
-	}
-	if _, has := meta["managedFields"]; !has {
-		return obj
-	}
-	out := maps.Clone(obj)
-	meta = maps.Clone(meta)
-	delete(meta, "managedFields")
-	out["metadata"] = meta
-	return out
-}
-
-func inventoryTerm(obj map[string]any) (*ast.Term, error) {
-	v, err := ast.InterfaceToValue(inventoryCopy(obj))
+// inventoryEntry returns obj's identity in data.inventory and its value there (without managedFields).
+// Errors name the object when its identity is known.
+func inventoryEntry(obj map[string]any) (inventoryKey, *ast.Term, error) {
+	k, err := inventoryKeyOf(obj)
 	if err != nil {
-		return nil, fmt.Errorf("convert to JSON: %w", err)
+		return inventoryKey{}, nil, err
 	}
-	return ast.NewTerm(v), nil
+	v, err := ast.InterfaceToValue(withoutManagedFields(obj))
+	if err != nil {
+		return inventoryKey{}, nil, fmt.Errorf("%s: convert to JSON: %w", k, err)
+	}
+	return k, ast.NewTerm(v), nil
 }
 
 // inventory holds the converted objects and publishes snapshots of the document built from them.
@@ -139,13 +129,9 @@ func objectTermOf[V any](m map[string]V, conv func(V) *ast.Term) *ast.Term {
 func (e *Engine) SetInventory(_ context.Context, objects []map[string]any) error {
 	converted := make(map[inventoryKey]*ast.Term, len(objects))
 	for _, obj := range objects {
-		k, err := inventoryKeyOf(obj)
+		k, t, err := inventoryEntry(obj)
 		if err != nil {
 			return fmt.Errorf("set inventory: %w", err)
-		}
-		t, err := inventoryTerm(obj)
-		if err != nil {
-			return fmt.Errorf("set inventory %s: %w", k, err)
 		}
 		converted[k] = t
 	}
@@ -159,13 +145,9 @@ func (e *Engine) SetInventory(_ context.Context, objects []map[string]any) error
 
 // UpsertInventory adds obj to data.inventory or replaces the object with the same identity.
 func (e *Engine) UpsertInventory(_ context.Context, obj map[string]any) error {
-	k, err := inventoryKeyOf(obj)
+	k, t, err := inventoryEntry(obj)
 	if err != nil {
 		return fmt.Errorf("upsert inventory: %w", err)
-	}
-	t, err := inventoryTerm(obj)
-	if err != nil {
-		return fmt.Errorf("upsert inventory %s: %w", k, err)
 	}
 	e.inventory.mu.Lock()
 	defer e.inventory.mu.Unlock()

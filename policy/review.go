@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 )
 
@@ -68,7 +69,8 @@ func metadataString(obj, old map[string]any, key string) string {
 }
 
 // withoutManagedFields returns obj, or a copy sharing everything but the metadata map when that holds
-// managedFields.
+// managedFields; obj itself is never modified. Reviews and the inventory both drop managedFields, which
+// no policy should read and which can be larger than the rest of the object.
 func withoutManagedFields(obj map[string]any) map[string]any {
 	meta, ok := obj["metadata"].(map[string]any)
 	if !ok {
@@ -77,17 +79,10 @@ func withoutManagedFields(obj map[string]any) map[string]any {
 	if _, has := meta["managedFields"]; !has {
 		return obj
 	}
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		out[k] = v
-	}
-	trimmed := make(map[string]any, len(meta)-1)
-	for k, v := range meta {
-		if k != "managedFields" {
-			trimmed[k] = v
-		}
-	}
-	out["metadata"] = trimmed
+	out := maps.Clone(obj)
+	meta = maps.Clone(meta)
+	delete(meta, "managedFields")
+	out["metadata"] = meta
 	return out
 }
 
