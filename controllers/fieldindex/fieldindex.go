@@ -83,35 +83,36 @@ func NodeClaimsForProviderID(ctx context.Context, r client.Reader, providerID st
 // NodeClaimRequestsForNode returns a handler map function that enqueues the NodeClaims carrying a
 // Node's provider ID, for controllers that watch Nodes on behalf of NodeClaims.
 func NodeClaimRequestsForNode(r client.Reader) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		node, ok := o.(*corev1.Node)
-		if !ok {
-			return nil
-		}
-		ncs, err := NodeClaimsForProviderID(ctx, r, node.Spec.ProviderID)
-		if err != nil {
-			log.FromContext(ctx).Error(err, "map node to nodeclaims", "node", node.Name)
-			return nil
-		}
-		return requestsFor(ncs)
-	}
+	return requestsByProviderID(r, "map node to nodeclaims", "node",
+		func(n *corev1.Node) string { return n.Spec.ProviderID }, NodeClaimsForProviderID)
 }
 
 // NodeRequestsForNodeClaim returns a handler map function that enqueues the Nodes carrying a
 // NodeClaim's provider ID, for controllers that watch NodeClaims on behalf of Nodes (so that a
 // Node waiting for its NodeClaim is looked at again when the NodeClaim changes or goes).
 func NodeRequestsForNodeClaim(r client.Reader) handler.MapFunc {
+	return requestsByProviderID(r, "map nodeclaim to nodes", "nodeclaim",
+		func(nc *karpv1.NodeClaim) string { return nc.Status.ProviderID }, NodesForProviderID)
+}
+
+// requestsByProviderID returns a map function that, for an object of type S, enqueues the objects
+// find returns for its provider ID. A lookup error is logged with msg and the object's name under
+// key, and enqueues nothing.
+func requestsByProviderID[S client.Object, T any, PT interface {
+	*T
+	client.Object
+}](r client.Reader, msg, key string, providerID func(S) string, find func(context.Context, client.Reader, string) ([]T, error)) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		nc, ok := o.(*karpv1.NodeClaim)
+		src, ok := o.(S)
 		if !ok {
 			return nil
 		}
-		nodes, err := NodesForProviderID(ctx, r, nc.Status.ProviderID)
+		objs, err := find(ctx, r, providerID(src))
 		if err != nil {
-			log.FromContext(ctx).Error(err, "map nodeclaim to nodes", "nodeclaim", nc.Name)
+			log.FromContext(ctx).Error(err, msg, key, src.GetName())
 			return nil
 		}
-		return requestsFor(nodes)
+		return requestsFor[T, PT](objs)
 	}
 }
 
