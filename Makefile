@@ -42,7 +42,8 @@ vet: fmt-check ## gofmt check, then go vet every package.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: fmt-check ## gofmt check, then golangci-lint with gofmt as a formatter (built from the Go module proxy).
+lint: fmt-check ## gofmt check, the import layering (hack/layers), then golangci-lint with gofmt as a formatter (built from the Go module proxy).
+	$(GO) test -count=1 ./hack/layers/
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 .PHONY: test

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
@@ -23,4 +24,13 @@ func New() (*runtime.Scheme, error) {
 		}
 	}
 	return s, nil
+}
+
+// NodeClassKinds are the node class kinds Joiner knows: the local provider's LocalNodeClass and the
+// AWS provider's EC2NodeClass. Controllers that follow node classes watch these by default.
+func NodeClassKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{
+		joinerv1alpha1.GroupVersion.WithKind("LocalNodeClass"),
+		awsv1.GroupVersion.WithKind("EC2NodeClass"),
+	}
 }

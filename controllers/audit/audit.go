@@ -28,7 +28,6 @@ import (
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/batcher"
-	"github.com/joiner-dev/joiner/controllers/policysync"
 	"github.com/joiner-dev/joiner/policy"
 )
 
@@ -175,7 +174,7 @@ func (a *Auditor) RunOnce(ctx context.Context) error {
 			return err
 		}
 		for _, obj := range items {
-			m, err := policysync.ToMap(obj, k.gvk)
+			m, err := policy.ObjectToMap(obj, k.gvk)
 			if err != nil {
 				return err
 			}

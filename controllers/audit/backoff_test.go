@@ -16,7 +16,6 @@ import (
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/audit"
-	"github.com/joiner-dev/joiner/controllers/policysync"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/policy/policyobject"
 )
@@ -86,7 +85,7 @@ func TestAuditBacksOffFailingPolicies(t *testing.T) {
 	if err := f.engine.SetPolicies(ctx, compiled); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := policysync.ToMap(np, karpv1.GroupVersion.WithKind("NodePool"))
+	inv, err := policy.ObjectToMap(np, karpv1.GroupVersion.WithKind("NodePool"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,8 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
-	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
+	"github.com/joiner-dev/joiner/controllers/state"
 )
 
 // ControllerName names the disruption controller (logs, events, the cloud provider's metrics).
@@ -163,22 +163,22 @@ func (c *Controller) Start(ctx context.Context) error {
 // taints, plans, validates after the delay and starts the command. It reports whether it started
 // one.
 func (c *Controller) Pass(ctx context.Context) (bool, error) {
-	state, pdbs, err := c.read(ctx)
+	snapshot, pdbs, err := c.read(ctx)
 	if err != nil {
 		return false, err
 	}
 	now := c.clock.Now()
-	if err := c.progress(ctx, state, now); err != nil {
+	if err := c.progress(ctx, snapshot, now); err != nil {
 		return false, err
 	}
-	if err := c.cleanupStale(ctx, state); err != nil {
+	if err := c.cleanupStale(ctx, snapshot); err != nil {
 		return false, err
 	}
-	key := fingerprint(state, pdbs)
+	key := fingerprint(snapshot, pdbs)
 	if c.isConsolidated(key, now) {
 		return false, nil
 	}
-	cluster, err := c.cluster(ctx, state, pdbs, now)
+	cluster, err := c.cluster(ctx, snapshot, pdbs, now)
 	if err != nil {
 		return false, err
 	}
@@ -186,7 +186,7 @@ func (c *Controller) Pass(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("plan disruption: %w", err)
 	}
-	c.observe(state, plan)
+	c.observe(snapshot, plan)
 	cmd := plan.Command
 	if cmd == nil {
 		if !plan.ConstrainedByBudgets {
@@ -214,11 +214,11 @@ func (c *Controller) validate(ctx context.Context, cmd *planner.Command) (*plann
 		return nil, nil
 	case <-c.clock.After(c.opts.ValidationDelay):
 	}
-	state, pdbs, err := c.read(ctx)
+	snapshot, pdbs, err := c.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cluster, err := c.cluster(ctx, state, pdbs, c.clock.Now())
+	cluster, err := c.cluster(ctx, snapshot, pdbs, c.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (c *Controller) validate(ctx context.Context, cmd *planner.Command) (*plann
 		c.metrics.FailedValidations.WithLabelValues(cmd.Type).Add(float64(len(cmd.Candidates)))
 		c.log.Info("abandoning disruption, it is no longer valid", "command", cmd.String(), "reason", reason, "detail", why)
 		if cmd.Reason != karpv1.DisruptionReasonEmpty {
-			objs := c.objectsOf(state, cmd)
+			objs := c.objectsOf(snapshot, cmd)
 			for _, obj := range objs {
 				c.event(obj, corev1.EventTypeNormal, "ConsolidationRejected", rejectedTTL,
 					"Consolidation rejected: %s, reason: %s (savings: $%.4f/h)", cmd.String(), reason, cmd.Savings)
@@ -245,14 +245,14 @@ func (c *Controller) validate(ctx context.Context, cmd *planner.Command) (*plann
 }
 
 // read lists what a pass needs.
-func (c *Controller) read(ctx context.Context) (*provisioning.ClusterState, []policyv1.PodDisruptionBudget, error) {
+func (c *Controller) read(ctx context.Context) (*state.ClusterState, []policyv1.PodDisruptionBudget, error) {
 	return ReadState(ctx, c.kube)
 }
 
 // ReadState lists what a disruption pass reads: the provisioner's cluster state and the
 // PodDisruptionBudgets.
-func ReadState(ctx context.Context, kube client.Reader) (*provisioning.ClusterState, []policyv1.PodDisruptionBudget, error) {
-	state, err := provisioning.ReadClusterState(ctx, kube)
+func ReadState(ctx context.Context, kube client.Reader) (*state.ClusterState, []policyv1.PodDisruptionBudget, error) {
+	snapshot, err := state.ReadClusterState(ctx, kube)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the cluster: %w", err)
 	}
@@ -260,23 +260,23 @@ func ReadState(ctx context.Context, kube client.Reader) (*provisioning.ClusterSt
 	if err := kube.List(ctx, &pdbs); err != nil {
 		return nil, nil, fmt.Errorf("list PodDisruptionBudgets: %w", err)
 	}
-	return state, pdbs.Items, nil
+	return snapshot, pdbs.Items, nil
 }
 
 // NewCluster builds the planner's view of state: the provisioner's scheduling input for the same
 // state (so a disruption decision and a scale-up decision agree on where pods fit), its nodes
 // and the PodDisruptionBudgets. The controller and the dry-run view both build it this way.
-func NewCluster(ctx context.Context, cloud cloudprovider.CloudProvider, state *provisioning.ClusterState, pdbs []policyv1.PodDisruptionBudget, sched scheduling.Options, now time.Time, log logr.Logger) (*planner.Cluster, error) {
-	in, err := provisioning.BuildInput(ctx, cloud, state, nil, sched, log)
+func NewCluster(ctx context.Context, cloud cloudprovider.CloudProvider, snapshot *state.ClusterState, pdbs []policyv1.PodDisruptionBudget, sched scheduling.Options, now time.Time, log logr.Logger) (*planner.Cluster, error) {
+	in, err := state.BuildInput(ctx, cloud, snapshot, nil, sched, log)
 	if err != nil {
 		return nil, fmt.Errorf("build the scheduling input: %w", err)
 	}
-	return planner.NewCluster(now, state, in, pdbs), nil
+	return planner.NewCluster(now, snapshot, in, pdbs), nil
 }
 
 // cluster is NewCluster with the recently moved workloads and the commands held in memory.
-func (c *Controller) cluster(ctx context.Context, state *provisioning.ClusterState, pdbs []policyv1.PodDisruptionBudget, now time.Time) (*planner.Cluster, error) {
-	cl, err := NewCluster(ctx, c.cloud, state, pdbs, c.opts.Scheduling, now, c.log.V(1))
+func (c *Controller) cluster(ctx context.Context, snapshot *state.ClusterState, pdbs []policyv1.PodDisruptionBudget, now time.Time) (*planner.Cluster, error) {
+	cl, err := NewCluster(ctx, c.cloud, snapshot, pdbs, c.opts.Scheduling, now, c.log.V(1))
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +314,7 @@ func (c *Controller) markConsolidated(key uint64, now time.Time) {
 // fingerprint hashes what disruption decisions depend on: pods and where they are bound, nodes and
 // their readiness and taints, NodeClaims and their conditions and annotations, NodePools and PDBs.
 // Heartbeats and other status noise are left out, so a quiet cluster keeps its fingerprint.
-func fingerprint(s *provisioning.ClusterState, pdbs []policyv1.PodDisruptionBudget) uint64 {
+func fingerprint(s *state.ClusterState, pdbs []policyv1.PodDisruptionBudget) uint64 {
 	h := fnv.New64a()
 	write := func(parts ...string) {
 		for _, p := range parts {

@@ -13,7 +13,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/disruption/budget"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
-	"github.com/joiner-dev/joiner/controllers/provisioning"
+	"github.com/joiner-dev/joiner/controllers/state"
 )
 
 // How long an event is not repeated for the same object, reason and message (Karpenter v1.14).
@@ -69,20 +69,20 @@ func (c *Controller) event(obj client.Object, kind, reason string, ttl time.Dura
 }
 
 // objectsOf returns the Nodes and NodeClaims of the command's candidates, as state has them.
-func (c *Controller) objectsOf(state *provisioning.ClusterState, cmd *planner.Command) []client.Object {
+func (c *Controller) objectsOf(snapshot *state.ClusterState, cmd *planner.Command) []client.Object {
 	names := map[string]bool{}
 	for _, cand := range cmd.Candidates {
 		names[cand.Name()] = true
 	}
 	var out []client.Object
-	for i := range state.Nodes {
-		if names[state.Nodes[i].Name] {
-			out = append(out, &state.Nodes[i])
+	for i := range snapshot.Nodes {
+		if names[snapshot.Nodes[i].Name] {
+			out = append(out, &snapshot.Nodes[i])
 		}
 	}
-	for i := range state.NodeClaims {
-		if names[state.NodeClaims[i].Status.NodeName] {
-			out = append(out, &state.NodeClaims[i])
+	for i := range snapshot.NodeClaims {
+		if names[snapshot.NodeClaims[i].Status.NodeName] {
+			out = append(out, &snapshot.NodeClaims[i])
 		}
 	}
 	return out
@@ -90,7 +90,7 @@ func (c *Controller) objectsOf(state *provisioning.ClusterState, cmd *planner.Co
 
 // observe publishes a pass: the metrics of its methods and budgets, an event on every node it left
 // alone (on the Node and its NodeClaim), and DisruptionBlocked on NodePools whose budget is 0.
-func (c *Controller) observe(state *provisioning.ClusterState, plan *planner.Plan) {
+func (c *Controller) observe(snapshot *state.ClusterState, plan *planner.Plan) {
 	for method, d := range plan.Durations {
 		c.metrics.EvaluationDuration.WithLabelValues(methodReason(method), consolidationType(method)).Observe(d.Seconds())
 	}
@@ -102,14 +102,14 @@ func (c *Controller) observe(state *provisioning.ClusterState, plan *planner.Pla
 		c.metrics.Timeouts.WithLabelValues(t).Inc()
 	}
 	nodes := map[string]*corev1.Node{}
-	for i := range state.Nodes {
-		nodes[state.Nodes[i].Name] = &state.Nodes[i]
+	for i := range snapshot.Nodes {
+		nodes[snapshot.Nodes[i].Name] = &snapshot.Nodes[i]
 	}
 	claims := map[string]*karpv1.NodeClaim{}
 	poolNodes := map[string]int{}
-	for i := range state.NodeClaims {
-		claims[state.NodeClaims[i].Name] = &state.NodeClaims[i]
-		poolNodes[state.NodeClaims[i].Labels[karpv1.NodePoolLabelKey]]++
+	for i := range snapshot.NodeClaims {
+		claims[snapshot.NodeClaims[i].Name] = &snapshot.NodeClaims[i]
+		poolNodes[snapshot.NodeClaims[i].Labels[karpv1.NodePoolLabelKey]]++
 	}
 	for _, v := range plan.Verdicts {
 		ttl := blockedTTL
@@ -123,8 +123,8 @@ func (c *Controller) observe(state *provisioning.ClusterState, plan *planner.Pla
 			c.event(nc, corev1.EventTypeNormal, v.Reason, ttl, "%s", v.Message)
 		}
 	}
-	for i := range state.NodePools {
-		np := &state.NodePools[i]
+	for i := range snapshot.NodePools {
+		np := &snapshot.NodePools[i]
 		for _, reason := range budget.Reasons() {
 			value := plan.BudgetValue[np.Name][reason]
 			c.metrics.AllowedDisruptions.WithLabelValues(np.Name, string(reason)).Set(float64(value))

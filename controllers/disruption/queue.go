@@ -19,7 +19,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
-	"github.com/joiner-dev/joiner/controllers/provisioning"
+	"github.com/joiner-dev/joiner/controllers/state"
 )
 
 // start carries out cmd's first steps: mark every candidate (annotations first, so that a crash
@@ -143,7 +143,7 @@ type commandState struct {
 
 // progress moves every command in flight along: candidates are deleted once every replacement is
 // Initialized; a command whose replacement is gone or that timed out is rolled back.
-func (c *Controller) progress(ctx context.Context, state *provisioning.ClusterState, now time.Time) error {
+func (c *Controller) progress(ctx context.Context, snapshot *state.ClusterState, now time.Time) error {
 	cmds := map[string]*commandState{}
 	get := func(id string) *commandState {
 		if cmds[id] == nil {
@@ -151,8 +151,8 @@ func (c *Controller) progress(ctx context.Context, state *provisioning.ClusterSt
 		}
 		return cmds[id]
 	}
-	for i := range state.NodeClaims {
-		nc := &state.NodeClaims[i]
+	for i := range snapshot.NodeClaims {
+		nc := &snapshot.NodeClaims[i]
 		if nc.DeletionTimestamp != nil {
 			continue
 		}
@@ -198,7 +198,7 @@ func (c *Controller) progress(ctx context.Context, state *provisioning.ClusterSt
 			}
 		}
 		if ready {
-			errs = append(errs, c.terminate(ctx, cs.candidates, cs.reason, now, state))
+			errs = append(errs, c.terminate(ctx, cs.candidates, cs.reason, now, snapshot))
 		}
 	}
 	c.mu.Lock()
@@ -242,10 +242,10 @@ func (c *Controller) replacementsPending(ctx context.Context, id string, cs *com
 // terminate deletes the candidates' NodeClaims; the termination controller drains and removes
 // them. The workloads of their pods (in state; nil for empty nodes) are remembered for the churn
 // guard.
-func (c *Controller) terminate(ctx context.Context, candidates []*karpv1.NodeClaim, reason karpv1.DisruptionReason, now time.Time, state *provisioning.ClusterState) error {
+func (c *Controller) terminate(ctx context.Context, candidates []*karpv1.NodeClaim, reason karpv1.DisruptionReason, now time.Time, snapshot *state.ClusterState) error {
 	var errs []error
 	for _, nc := range candidates {
-		c.rememberMoved(nc, now, state)
+		c.rememberMoved(nc, now, snapshot)
 		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("delete NodeClaim %s: %w", nc.Name, err))
 			continue
@@ -263,14 +263,14 @@ func (c *Controller) terminate(ctx context.Context, candidates []*karpv1.NodeCla
 }
 
 // rememberMoved records the workloads of the pods on the NodeClaim's Node as moved now.
-func (c *Controller) rememberMoved(nc *karpv1.NodeClaim, now time.Time, state *provisioning.ClusterState) {
-	if nc.Status.NodeName == "" || state == nil {
+func (c *Controller) rememberMoved(nc *karpv1.NodeClaim, now time.Time, snapshot *state.ClusterState) {
+	if nc.Status.NodeName == "" || snapshot == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i := range state.Pods {
-		pod := &state.Pods[i]
+	for i := range snapshot.Pods {
+		pod := &snapshot.Pods[i]
 		if pod.Spec.NodeName != nc.Status.NodeName || !planner.IsReschedulable(pod) {
 			continue
 		}
@@ -348,11 +348,11 @@ func (c *Controller) unmark(ctx context.Context, stored *karpv1.NodeClaim) error
 
 // cleanupStale removes the disrupted taint and DisruptionReason from nodes that no command holds
 // and that are not being deleted: what a crash between steps, or another actor, left behind.
-func (c *Controller) cleanupStale(ctx context.Context, state *provisioning.ClusterState) error {
+func (c *Controller) cleanupStale(ctx context.Context, snapshot *state.ClusterState) error {
 	claims := map[string]*karpv1.NodeClaim{}
-	for i := range state.NodeClaims {
-		if id := state.NodeClaims[i].Status.ProviderID; id != "" {
-			claims[id] = &state.NodeClaims[i]
+	for i := range snapshot.NodeClaims {
+		if id := snapshot.NodeClaims[i].Status.ProviderID; id != "" {
+			claims[id] = &snapshot.NodeClaims[i]
 		}
 	}
 	c.mu.Lock()
@@ -365,8 +365,8 @@ func (c *Controller) cleanupStale(ctx context.Context, state *provisioning.Clust
 	c.mu.Unlock()
 	taint := karpv1.DisruptedNoScheduleTaint()
 	var errs []error
-	for i := range state.Nodes {
-		node := &state.Nodes[i]
+	for i := range snapshot.Nodes {
+		node := &snapshot.Nodes[i]
 		nc := claims[node.Spec.ProviderID]
 		if nc == nil || node.DeletionTimestamp != nil || nc.DeletionTimestamp != nil || nc.Annotations[planner.CommandAnnotationKey] != "" || inQueue[nc.Name] {
 			continue

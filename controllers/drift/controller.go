@@ -33,8 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/controllers/nodepool"
 	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 )
 
@@ -62,7 +62,7 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// NodeClassKinds are the node class kinds whose spec changes re-check the NodeClaims that
 	// reference them. Kinds the cluster does not serve are skipped at setup. Nil means
-	// nodepool.DefaultNodeClassKinds() (LocalNodeClass and EC2NodeClass); changes of other kinds
+	// scheme.NodeClassKinds() (LocalNodeClass and EC2NodeClass); changes of other kinds
 	// are seen at the next requeue.
 	NodeClassKinds []schema.GroupVersionKind
 }
@@ -75,7 +75,7 @@ func (o Options) withDefaults() Options {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
 	if o.NodeClassKinds == nil {
-		o.NodeClassKinds = nodepool.DefaultNodeClassKinds()
+		o.NodeClassKinds = scheme.NodeClassKinds()
 	}
 	return o
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/api/scheme"
 )
 
 // ControllerName is the name of the NodePool status controller.
@@ -33,20 +34,11 @@ const ControllerName = "nodepool.status"
 // (node classes of kinds that are not watched still get picked up).
 const DefaultResyncPeriod = 5 * time.Minute
 
-// DefaultNodeClassKinds are the node class kinds watched by default: the local provider's
-// LocalNodeClass and the AWS provider's EC2NodeClass.
-func DefaultNodeClassKinds() []schema.GroupVersionKind {
-	return []schema.GroupVersionKind{
-		{Group: "joiner.dev", Version: "v1alpha1", Kind: "LocalNodeClass"},
-		{Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClass"},
-	}
-}
-
 // Options tune the controller. The zero value means the defaults.
 type Options struct {
 	// NodeClassKinds are the node class kinds whose changes trigger the NodePools that reference
 	// them. Kinds the cluster does not serve are skipped at setup. Nil means
-	// DefaultNodeClassKinds(). Any kind can be referenced; unwatched ones are seen on resync.
+	// scheme.NodeClassKinds(). Any kind can be referenced; unwatched ones are seen on resync.
 	NodeClassKinds []schema.GroupVersionKind
 	// ResyncPeriod is how often each NodePool is recomputed without a change. Zero means
 	// DefaultResyncPeriod.
@@ -55,7 +47,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.NodeClassKinds == nil {
-		o.NodeClassKinds = DefaultNodeClassKinds()
+		o.NodeClassKinds = scheme.NodeClassKinds()
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod

@@ -18,9 +18,10 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/state"
 	"github.com/joiner-dev/joiner/testbed"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // env is the control plane the package's tests share (apiserver only).
@@ -79,8 +80,8 @@ func checkResources(np *karpv1.NodePool, want map[corev1.ResourceName]string) er
 			errs = append(errs, fmt.Errorf("resources[%s] = %s, want %s", name, got.String(), w))
 		}
 	}
-	if wantNodes := resource.MustParse(want[nodepool.ResourceNodes]); np.Status.Nodes == nil || *np.Status.Nodes != wantNodes.Value() {
-		errs = append(errs, fmt.Errorf("status.nodes = %v, want %s", np.Status.Nodes, want[nodepool.ResourceNodes]))
+	if wantNodes := resource.MustParse(want[state.ResourceNodes]); np.Status.Nodes == nil || *np.Status.Nodes != wantNodes.Value() {
+		errs = append(errs, fmt.Errorf("status.nodes = %v, want %s", np.Status.Nodes, want[state.ResourceNodes]))
 	}
 	return errors.Join(errs...)
 }

@@ -14,8 +14,8 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // readyClass creates the LocalNodeClass name, Ready, unless it exists, so that only validation

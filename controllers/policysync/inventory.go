@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,7 +51,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s %s: %w", r.gvk.Kind, req.Name, err)
 	}
-	u, err := ToMap(obj, r.gvk)
+	u, err := policy.ObjectToMap(obj, r.gvk)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -65,18 +64,4 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // controllerOptions makes a controller run on every replica when needLeader is false.
 func controllerOptions(needLeader bool) controller.Options {
 	return controller.Options{NeedLeaderElection: &needLeader}
-}
-
-// ToMap converts a typed object into the JSON map the policy engine evaluates, with apiVersion and
-// kind set (typed objects read from a cache carry neither) and managedFields dropped.
-func ToMap(obj runtime.Object, gvk schema.GroupVersionKind) (map[string]any, error) {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("convert %s to a map: %w", gvk.Kind, err)
-	}
-	u["apiVersion"], u["kind"] = gvk.GroupVersion().String(), gvk.Kind
-	if md, ok := u["metadata"].(map[string]any); ok {
-		delete(md, "managedFields")
-	}
-	return u, nil
 }

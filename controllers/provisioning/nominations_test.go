@@ -11,6 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/state"
+	"github.com/joiner-dev/joiner/testsupport/fixtures"
 )
 
 const testNominationTTL = 15 * time.Minute
@@ -22,7 +24,7 @@ type nominatedAgo struct {
 }
 
 func TestCurrentNominations(t *testing.T) {
-	liveClaims := []karpv1.NodeClaim{testNodeClaim("nc1", "a"), testNodeClaim("nc2", "a")}
+	liveClaims := []karpv1.NodeClaim{fixtures.NodeClaim("nc1", "a"), fixtures.NodeClaim("nc2", "a")}
 	tests := []struct {
 		name        string
 		nominations map[types.UID]nominatedAgo
@@ -33,28 +35,28 @@ func TestCurrentNominations(t *testing.T) {
 		{
 			name:        "kept while the pod is pending and its NodeClaim exists",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc1", time.Minute}},
-			pods:        []corev1.Pod{testPod("p")},
+			pods:        []corev1.Pod{fixtures.Pod("p")},
 			claims:      liveClaims,
 			want:        map[types.UID]string{"uid-p": "nc1"},
 		},
 		{
 			name:        "kept for a pending pod kube-scheduler has not marked",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc1", time.Minute}},
-			pods:        []corev1.Pod{testPod("p", notMarkedUnschedulable)},
+			pods:        []corev1.Pod{fixtures.Pod("p", fixtures.NotMarkedUnschedulable)},
 			claims:      liveClaims,
 			want:        map[types.UID]string{"uid-p": "nc1"},
 		},
 		{
 			name:        "dropped once the pod is bound",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc1", time.Minute}},
-			pods:        []corev1.Pod{testPod("p", boundTo("n1"))},
+			pods:        []corev1.Pod{fixtures.Pod("p", fixtures.BoundTo("n1"))},
 			claims:      liveClaims,
 			want:        map[types.UID]string{},
 		},
 		{
 			name:        "dropped when the pod is gone",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc1", time.Minute}},
-			pods:        []corev1.Pod{testPod("other")},
+			pods:        []corev1.Pod{fixtures.Pod("other")},
 			claims:      liveClaims,
 			want:        map[types.UID]string{},
 		},
@@ -64,22 +66,22 @@ func TestCurrentNominations(t *testing.T) {
 				"uid-succeeded": {"nc1", time.Minute},
 				"uid-failed":    {"nc1", time.Minute},
 			},
-			pods:   []corev1.Pod{testPod("succeeded", inPhase(corev1.PodSucceeded)), testPod("failed", inPhase(corev1.PodFailed))},
+			pods:   []corev1.Pod{fixtures.Pod("succeeded", fixtures.InPhase(corev1.PodSucceeded)), fixtures.Pod("failed", fixtures.InPhase(corev1.PodFailed))},
 			claims: liveClaims,
 			want:   map[types.UID]string{},
 		},
 		{
 			name:        "dropped when its NodeClaim is gone",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc-gone", time.Minute}},
-			pods:        []corev1.Pod{testPod("p")},
+			pods:        []corev1.Pod{fixtures.Pod("p")},
 			claims:      liveClaims,
 			want:        map[types.UID]string{},
 		},
 		{
 			name:        "dropped when its NodeClaim is being deleted",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc-deleting", time.Minute}},
-			pods:        []corev1.Pod{testPod("p")},
-			claims:      append([]karpv1.NodeClaim{testNodeClaim("nc-deleting", "a", claimDeleting)}, liveClaims...),
+			pods:        []corev1.Pod{fixtures.Pod("p")},
+			claims:      append([]karpv1.NodeClaim{fixtures.NodeClaim("nc-deleting", "a", fixtures.ClaimDeleting)}, liveClaims...),
 			want:        map[types.UID]string{},
 		},
 		{
@@ -87,8 +89,8 @@ func TestCurrentNominations(t *testing.T) {
 			// against the pods bound there.
 			name:        "dropped once its NodeClaim is Initialized",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc-ready", time.Minute}},
-			pods:        []corev1.Pod{testPod("p")},
-			claims: append([]karpv1.NodeClaim{testNodeClaim("nc-ready", "a", func(nc *karpv1.NodeClaim) {
+			pods:        []corev1.Pod{fixtures.Pod("p")},
+			claims: append([]karpv1.NodeClaim{fixtures.NodeClaim("nc-ready", "a", func(nc *karpv1.NodeClaim) {
 				nc.Status.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue}}
 			})}, liveClaims...),
 			want: map[types.UID]string{},
@@ -96,14 +98,14 @@ func TestCurrentNominations(t *testing.T) {
 		{
 			name:        "kept up to the TTL",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc1", testNominationTTL}},
-			pods:        []corev1.Pod{testPod("p")},
+			pods:        []corev1.Pod{fixtures.Pod("p")},
 			claims:      liveClaims,
 			want:        map[types.UID]string{"uid-p": "nc1"},
 		},
 		{
 			name:        "dropped once older than the TTL",
 			nominations: map[types.UID]nominatedAgo{"uid-p": {"nc1", testNominationTTL + time.Nanosecond}},
-			pods:        []corev1.Pod{testPod("p")},
+			pods:        []corev1.Pod{fixtures.Pod("p")},
 			claims:      liveClaims,
 			want:        map[types.UID]string{},
 		},
@@ -117,7 +119,7 @@ func TestCurrentNominations(t *testing.T) {
 				"uid-orphan":  {"nc-gone", time.Minute},
 			},
 			pods: []corev1.Pod{
-				testPod("keep"), testPod("also"), testPod("bound", boundTo("n1")), testPod("expired"), testPod("orphan"),
+				fixtures.Pod("keep"), fixtures.Pod("also"), fixtures.Pod("bound", fixtures.BoundTo("n1")), fixtures.Pod("expired"), fixtures.Pod("orphan"),
 			},
 			claims: liveClaims,
 			want:   map[types.UID]string{"uid-keep": "nc1", "uid-also": "nc2"},
@@ -130,7 +132,7 @@ func TestCurrentNominations(t *testing.T) {
 			for uid, n := range tt.nominations {
 				p.nominated[uid] = nomination{nodeClaim: n.nodeClaim, at: now.Add(-n.age)}
 			}
-			got := p.currentNominations(&ClusterState{Pods: tt.pods, NodeClaims: tt.claims})
+			got := p.currentNominations(&state.ClusterState{Pods: tt.pods, NodeClaims: tt.claims})
 			if !maps.Equal(got, tt.want) {
 				t.Errorf("currentNominations = %v, want %v", got, tt.want)
 			}
@@ -212,7 +214,7 @@ func TestNominate(t *testing.T) {
 				clk.Step(step.after)
 				var pods []*corev1.Pod
 				for _, name := range step.pods {
-					pod := testPod(name)
+					pod := fixtures.Pod(name)
 					pods = append(pods, &pod)
 					pending = append(pending, pod)
 				}
@@ -228,7 +230,7 @@ func TestNominate(t *testing.T) {
 				}
 			}
 			clk.Step(tt.checkAfter)
-			state := &ClusterState{Pods: pending, NodeClaims: []karpv1.NodeClaim{testNodeClaim("nc1", "a"), testNodeClaim("nc2", "a")}}
+			state := &state.ClusterState{Pods: pending, NodeClaims: []karpv1.NodeClaim{fixtures.NodeClaim("nc1", "a"), fixtures.NodeClaim("nc2", "a")}}
 			if got := p.currentNominations(state); !maps.Equal(got, tt.wantCurrent) {
 				t.Errorf("currentNominations after %v = %v, want %v", tt.checkAfter, got, tt.wantCurrent)
 			}

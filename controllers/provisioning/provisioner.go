@@ -35,6 +35,7 @@ import (
 	"github.com/joiner-dev/joiner/controllers/batcher"
 	"github.com/joiner-dev/joiner/controllers/podpredicates"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
+	"github.com/joiner-dev/joiner/controllers/state"
 )
 
 // ControllerName names the provisioner (logs, events).
@@ -206,12 +207,12 @@ func (p *Provisioner) retryAfter(ctx context.Context, d time.Duration) {
 // Provision runs one round: read the cluster, simulate, create NodeClaims, report failures.
 func (p *Provisioner) Provision(ctx context.Context) error {
 	start := p.Clock.Now()
-	state, err := ReadClusterState(ctx, p.Client)
+	snapshot, err := state.ReadClusterState(ctx, p.Client)
 	if err != nil {
 		return err
 	}
-	nominated := p.currentNominations(state)
-	in, err := p.input(ctx, state, nominated)
+	nominated := p.currentNominations(snapshot)
+	in, err := state.BuildInput(ctx, p.CloudProvider, snapshot, nominated, p.Options, p.Log)
 	if err != nil {
 		return err
 	}
@@ -219,8 +220,8 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(0)
 		return nil
 	}
-	p.reportInvalidNodePools(state)
-	in.Pods = p.withTenancy(ctx, in.Pods, state)
+	p.reportInvalidNodePools(snapshot)
+	in.Pods = p.withTenancy(ctx, in.Pods, snapshot)
 	results, err := scheduling.Solve(ctx, in)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("simulate scheduling: %w", err)
@@ -261,7 +262,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 
 // currentNominations drops nominations whose pod is bound or gone, whose NodeClaim is gone or
 // Initialized, or that expired, and returns the rest.
-func (p *Provisioner) currentNominations(s *ClusterState) map[types.UID]string {
+func (p *Provisioner) currentNominations(s *state.ClusterState) map[types.UID]string {
 	// Only NodeClaims in flight hold nominations: once one is Initialized its Node is there to
 	// schedule on, kube-scheduler binds whichever pods it picks, and the simulation sees the pods
 	// actually bound to it. A nomination kept past that would count a pod kube-scheduler placed
@@ -305,13 +306,13 @@ func (p *Provisioner) nominate(pods []*corev1.Pod, nodeClaim string) {
 
 // reportInvalidNodePools records, on every NodePool that BuildInput leaves out because its
 // ValidationSucceeded condition is False, why no capacity is launched from it.
-func (p *Provisioner) reportInvalidNodePools(s *ClusterState) {
+func (p *Provisioner) reportInvalidNodePools(s *state.ClusterState) {
 	for i := range s.NodePools {
 		np := &s.NodePools[i]
-		if !considered(np) {
+		if !state.Considered(np) {
 			continue
 		}
-		if c := failedValidation(np); c != nil {
+		if c := state.FailedValidation(np); c != nil {
 			p.event(np, corev1.EventTypeWarning, ReasonNodePoolInvalid,
 				"no capacity is launched from NodePool %s: its %s condition is False (%s): %s; fix its spec",
 				np.Name, karpv1.ConditionTypeValidationSucceeded, c.Reason, c.Message)

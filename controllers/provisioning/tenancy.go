@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/state"
 	"github.com/joiner-dev/joiner/tenancy"
 )
 
@@ -20,7 +21,7 @@ import (
 // simulation never places it on another tenant's NodePool, new node or existing, and may still place it
 // on its own. A pod whose spec selects or tolerates another tenant's NodePool gets an Event saying why.
 // The pods of a namespace that cannot be read are left out of this round: tenancy fails closed.
-func (p *Provisioner) withTenancy(ctx context.Context, pods []*corev1.Pod, s *ClusterState) []*corev1.Pod {
+func (p *Provisioner) withTenancy(ctx context.Context, pods []*corev1.Pod, s *state.ClusterState) []*corev1.Pod {
 	known := nodePoolNames(s)
 	bindings := map[string][]string{}
 	unreadable := map[string]bool{}
@@ -88,7 +89,7 @@ func (p *Provisioner) reportTenancy(pod *corev1.Pod, bound []string, violations 
 // nodePoolNames returns, sorted, the name of every NodePool the state knows of: the NodePools, and
 // the karpenter.sh/nodepool label of every Node and NodeClaim (a NodePool may be gone while its
 // nodes are not).
-func nodePoolNames(s *ClusterState) []string {
+func nodePoolNames(s *state.ClusterState) []string {
 	var names []string
 	for i := range s.NodePools {
 		names = append(names, s.NodePools[i].Name)

@@ -24,42 +24,36 @@ import (
 	"github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/tenancy"
+	"github.com/joiner-dev/joiner/testsupport/fixtures"
 )
 
 // inNamespace moves the pod to the namespace.
-func inNamespace(ns string) podOption {
+func inNamespace(ns string) fixtures.PodOption {
 	return func(p *corev1.Pod) { p.Namespace = ns }
 }
 
 // selecting sets nodeSelector karpenter.sh/nodepool.
-func selecting(pool string) podOption {
+func selecting(pool string) fixtures.PodOption {
 	return func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{karpv1.NodePoolLabelKey: pool} }
 }
 
 // tolerating tolerates the taint tenant=<value>:NoSchedule.
-func tolerating(value string) podOption {
+func tolerating(value string) fixtures.PodOption {
 	return func(p *corev1.Pod) {
 		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "tenant", Operator: corev1.TolerationOpEqual, Value: value, Effect: corev1.TaintEffectNoSchedule})
 	}
 }
 
 // poolTaint taints the NodePool's nodes with tenant=<value>:NoSchedule.
-func poolTaint(value string) poolOption {
+func poolTaint(value string) fixtures.PoolOption {
 	return func(np *karpv1.NodePool) {
 		np.Spec.Template.Spec.Taints = append(np.Spec.Template.Spec.Taints, karpv1.Taint{Key: "tenant", Value: value, Effect: corev1.TaintEffectNoSchedule})
 	}
 }
 
 // poolWeight sets spec.weight: the simulation tries heavier NodePools first.
-func poolWeight(w int32) poolOption {
+func poolWeight(w int32) fixtures.PoolOption {
 	return func(np *karpv1.NodePool) { np.Spec.Weight = ptr.To(w) }
-}
-
-// poolCondition sets a status condition of the NodePool.
-func poolCondition(conditionType string, status metav1.ConditionStatus, reason, message string) poolOption {
-	return func(np *karpv1.NodePool) {
-		np.Status.Conditions = append(np.Status.Conditions, metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message})
-	}
 }
 
 func boundNamespace(name string, pools ...string) *corev1.Namespace {
@@ -117,15 +111,15 @@ func provisionRound(t *testing.T, objects []client.Object, funcs *interceptor.Fu
 // testNow is the fake clock's time.
 var testNow = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 
-// podObject returns testPod as an object for the fake API server.
-func podObject(name string, opts ...podOption) *corev1.Pod {
-	p := testPod(name, opts...)
+// podObject returns fixtures.Pod as an object for the fake API server.
+func podObject(name string, opts ...fixtures.PodOption) *corev1.Pod {
+	p := fixtures.Pod(name, opts...)
 	return &p
 }
 
-// nodePoolObject returns testNodePool as an object for the fake API server.
-func nodePoolObject(name string, opts ...poolOption) *karpv1.NodePool {
-	np := testNodePool(name, opts...)
+// nodePoolObject returns fixtures.NodePool as an object for the fake API server.
+func nodePoolObject(name string, opts ...fixtures.PoolOption) *karpv1.NodePool {
+	np := fixtures.NodePool(name, opts...)
 	return &np
 }
 
@@ -234,7 +228,7 @@ func TestProvisionHonoursTenancy(t *testing.T) {
 // False is left out of the simulation, with an Event on it naming the condition's message, even
 // before its Ready condition says so; the pod goes to another NodePool if one fits.
 func TestProvisionSkipsInvalidNodePools(t *testing.T) {
-	invalid := poolCondition(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionFalse, "PolicyViolation", "spec.limits.cpu exceeds the cap")
+	invalid := fixtures.PoolCondition(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionFalse, "PolicyViolation", "spec.limits.cpu exceeds the cap")
 	tests := []struct {
 		name          string
 		pools         []client.Object
@@ -252,7 +246,7 @@ func TestProvisionSkipsInvalidNodePools(t *testing.T) {
 		},
 		{
 			name:          "the only NodePool is invalid: the pod stays pending",
-			pools:         []client.Object{nodePoolObject("invalid", invalid, poolCondition(karpv1.ConditionTypeReady, metav1.ConditionTrue, "Stale", ""))},
+			pools:         []client.Object{nodePoolObject("invalid", invalid, fixtures.PoolCondition(karpv1.ConditionTypeReady, metav1.ConditionTrue, "Stale", ""))},
 			wantNominated: map[string]string{},
 			wantEvents: []string{
 				"Warning NodePoolInvalid no capacity is launched from NodePool invalid: its ValidationSucceeded condition is False (PolicyViolation): spec.limits.cpu exceeds the cap; fix its spec",
@@ -262,8 +256,8 @@ func TestProvisionSkipsInvalidNodePools(t *testing.T) {
 		{
 			name: "validation that succeeded, or has not run yet, counts for nothing",
 			pools: []client.Object{
-				nodePoolObject("checked", poolCondition(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, "ValidationSucceeded", ""), poolWeight(10)),
-				nodePoolObject("unchecked", poolCondition(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionUnknown, "AwaitingValidation", "")),
+				nodePoolObject("checked", fixtures.PoolCondition(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, "ValidationSucceeded", ""), poolWeight(10)),
+				nodePoolObject("unchecked", fixtures.PoolCondition(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionUnknown, "AwaitingValidation", "")),
 			},
 			wantNominated: map[string]string{"web": "checked"},
 			wantEvents:    []string{"Normal Nominated"},
@@ -290,7 +284,7 @@ func TestProvisionSkipsInvalidNodePools(t *testing.T) {
 func TestExcludeNodePools(t *testing.T) {
 	notIn := corev1.NodeSelectorRequirement{Key: karpv1.NodePoolLabelKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"team-b", "team-c"}}
 	zone := corev1.NodeSelectorRequirement{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"z1"}}
-	withRequired := func(terms ...corev1.NodeSelectorTerm) podOption {
+	withRequired := func(terms ...corev1.NodeSelectorTerm) fixtures.PodOption {
 		return func(p *corev1.Pod) {
 			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
@@ -301,10 +295,10 @@ func TestExcludeNodePools(t *testing.T) {
 		pod  corev1.Pod
 		want []corev1.NodeSelectorTerm
 	}{
-		{name: "no affinity: one term", pod: testPod("p"),
+		{name: "no affinity: one term", pod: fixtures.Pod("p"),
 			want: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{notIn}}}},
 		{name: "added to every term with expressions, not to empty ones",
-			pod: testPod("p", withRequired(
+			pod: fixtures.Pod("p", withRequired(
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zone}},
 				corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n"}}}},
 			)),
@@ -312,7 +306,7 @@ func TestExcludeNodePools(t *testing.T) {
 				{MatchExpressions: []corev1.NodeSelectorRequirement{zone, notIn}},
 				{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n"}}}},
 			}},
-		{name: "required affinity without terms matches nothing and stays so", pod: testPod("p", withRequired()), want: nil},
+		{name: "required affinity without terms matches nothing and stays so", pod: fixtures.Pod("p", withRequired()), want: nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

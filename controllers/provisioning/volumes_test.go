@@ -14,10 +14,11 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
+	"github.com/joiner-dev/joiner/testsupport/fixtures"
 )
 
 // poolZones restricts the NodePool to the zones.
-func poolZones(zones ...string) poolOption {
+func poolZones(zones ...string) fixtures.PoolOption {
 	return func(np *karpv1.NodePool) {
 		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
 			karpv1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: zones})
@@ -25,7 +26,7 @@ func poolZones(zones ...string) poolOption {
 }
 
 // mounting mounts the claim.
-func mounting(claim string) podOption {
+func mounting(claim string) fixtures.PodOption {
 	return func(p *corev1.Pod) {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: claim, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
@@ -33,7 +34,7 @@ func mounting(claim string) podOption {
 }
 
 // mountingEphemeral adds a generic ephemeral volume of the StorageClass.
-func mountingEphemeral(class string) podOption {
+func mountingEphemeral(class string) fixtures.PodOption {
 	return func(p *corev1.Pod) {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{
 			Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{

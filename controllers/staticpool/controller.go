@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/controllers/nodepool"
+	"github.com/joiner-dev/joiner/controllers/state"
 )
 
 // ControllerName is the name of the static NodePool controller (logs, events).
@@ -191,7 +191,7 @@ func (c *Controller) scaleUp(ctx context.Context, np *karpv1.NodePool, s poolSta
 	}
 	want := replicas - s.present
 	n := want
-	if limit, ok := np.Spec.Limits[nodepool.ResourceNodes]; ok {
+	if limit, ok := np.Spec.Limits[state.ResourceNodes]; ok {
 		if room := max(limit.Value()-s.total, 0); room < n {
 			n = room
 			c.recorder.Eventf(np, nil, corev1.EventTypeWarning, ReasonNodeLimitReached, "Scale",

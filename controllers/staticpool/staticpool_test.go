@@ -19,8 +19,8 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/staticpool"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // harness is a running static NodePool controller with its own metrics registry.

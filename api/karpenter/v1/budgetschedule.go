@@ -8,6 +8,8 @@ import (
 )
 
 // BudgetScheduleError is the error ParseBudgetSchedule returns for a schedule it does not accept.
+//
+// +kubebuilder:object:generate=false
 type BudgetScheduleError struct {
 	// Schedule is the rejected schedule.
 	Schedule string

@@ -22,9 +22,9 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
-	"github.com/joiner-dev/joiner/testsupport/catalogbench"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 	"github.com/joiner-dev/joiner/requirements"
+	"github.com/joiner-dev/joiner/testsupport/catalogbench"
 )
 
 // BenchmarkConsolidation measures consolidation on the proposed workload of the disruption

@@ -11,8 +11,8 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/nodepredicates"
-	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
+	"github.com/joiner-dev/joiner/controllers/state"
 )
 
 // Annotations Joiner puts on NodeClaims while it disrupts them (declared in the API package, where
@@ -33,7 +33,7 @@ const (
 type Cluster struct {
 	// Now is the time of the pass.
 	Now time.Time
-	// Input is the provisioner's scheduling input for the same state (provisioning.BuildInput):
+	// Input is the provisioner's scheduling input for the same state (state.BuildInput):
 	// the pending pods, the existing nodes, the usable NodePools with their instance types and
 	// remaining limits, and the DaemonSet pods. Simulations start from it.
 	Input scheduling.Input
@@ -92,25 +92,25 @@ func (n *Node) InCommand(inQueue map[string]bool) bool {
 
 // NewCluster builds the Cluster of a pass from what the provisioner read and the scheduling input
 // it built from it. Nodes are matched to NodeClaims by provider ID.
-func NewCluster(now time.Time, state *provisioning.ClusterState, in scheduling.Input, pdbs []policyv1.PodDisruptionBudget) *Cluster {
+func NewCluster(now time.Time, snapshot *state.ClusterState, in scheduling.Input, pdbs []policyv1.PodDisruptionBudget) *Cluster {
 	c := &Cluster{Now: now, Input: in, NodePools: map[string]*karpv1.NodePool{}, PDBs: pdbs}
-	for i := range state.NodePools {
-		c.NodePools[state.NodePools[i].Name] = &state.NodePools[i]
+	for i := range snapshot.NodePools {
+		c.NodePools[snapshot.NodePools[i].Name] = &snapshot.NodePools[i]
 	}
 	claims := map[string]*karpv1.NodeClaim{}
-	for i := range state.NodeClaims {
-		if id := state.NodeClaims[i].Status.ProviderID; id != "" {
-			claims[id] = &state.NodeClaims[i]
+	for i := range snapshot.NodeClaims {
+		if id := snapshot.NodeClaims[i].Status.ProviderID; id != "" {
+			claims[id] = &snapshot.NodeClaims[i]
 		}
 	}
 	pods := map[string][]*corev1.Pod{}
-	for i := range state.Pods {
-		if name := state.Pods[i].Spec.NodeName; name != "" {
-			pods[name] = append(pods[name], &state.Pods[i])
+	for i := range snapshot.Pods {
+		if name := snapshot.Pods[i].Spec.NodeName; name != "" {
+			pods[name] = append(pods[name], &snapshot.Pods[i])
 		}
 	}
-	for i := range state.Nodes {
-		node := &state.Nodes[i]
+	for i := range snapshot.Nodes {
+		node := &snapshot.Nodes[i]
 		c.Nodes = append(c.Nodes, &Node{Node: node, NodeClaim: claims[node.Spec.ProviderID], Pods: pods[node.Name]})
 	}
 	return c

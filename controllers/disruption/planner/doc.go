@@ -8,7 +8,7 @@
 // leaves recently moved nodes and pods alone for a cooling period.
 //
 // Map of the files, in the order a pass uses them:
-//   - cluster.go: the Cluster a pass reads (built from provisioning.ClusterState, or by hand in
+//   - cluster.go: the Cluster a pass reads (built from state.ClusterState, or by hand in
 //     tests and benchmarks) and each managed node's price and disruption cost.
 //   - candidates.go: the candidate filters, shared by every method, and the per-node verdicts.
 //   - cost.go: eviction and disruption costs.

@@ -267,7 +267,7 @@ func (f *fixture) cluster() *Cluster {
 		c.NodePools[p.NodePool.Name] = p.NodePool
 	}
 	for _, n := range f.nodes {
-		// As provisioning.BuildInput: a managed node is initialized when its NodeClaim is, an
+		// As state.BuildInput: a managed node is initialized when its NodeClaim is, an
 		// unmanaged one when it is Ready.
 		initialized := n.Initialized()
 		if n.NodeClaim == nil {
