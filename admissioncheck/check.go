@@ -35,9 +35,9 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
-	"github.com/joiner-dev/joiner/providers/catalog"
 	"github.com/joiner-dev/joiner/crdvalidation"
 	"github.com/joiner-dev/joiner/policy"
+	"github.com/joiner-dev/joiner/providers/catalog"
 )
 
 // Options configure a Checker. The zero value checks against no policies, rejects unknown fields as

@@ -11,11 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/joiner-dev/joiner/webhooks/admissioncatalog"
-	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/crdvalidation"
 	"github.com/joiner-dev/joiner/policy"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/webhooks"
+	"github.com/joiner-dev/joiner/webhooks/admissioncatalog"
 )
 
 // session is one Check: the webhooks' handlers over the cluster the checked objects make up.

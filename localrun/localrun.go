@@ -32,8 +32,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
-	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/providers/local"
 )
 
 // Options configure a local run.

@@ -16,9 +16,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/providers/aws"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/providers/aws"
 	"github.com/joiner-dev/joiner/testbed"
 )
 

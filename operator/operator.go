@@ -29,11 +29,11 @@ import (
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/certs"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/webhooks/admissioncatalog"
 	cpmetrics "github.com/joiner-dev/joiner/cloudprovider/metrics"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/webhooks"
+	"github.com/joiner-dev/joiner/webhooks/admissioncatalog"
 )
 
 // Certificate modes.

@@ -19,11 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/providers/aws"
 	"github.com/joiner-dev/joiner/providers/aws/nodeclass"
 	"github.com/joiner-dev/joiner/providers/local"
-	"github.com/joiner-dev/joiner/operator"
-	"github.com/joiner-dev/joiner/policy"
 )
 
 // controllerFlags are the settings `joiner controller` takes from its command line.

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
-	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
+	"github.com/joiner-dev/joiner/providers/local"
 )
 
 const disruptionUsage = `Usage: joiner disruption plan [flags]

@@ -21,9 +21,9 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/drift"
 	"github.com/joiner-dev/joiner/controllers/nodepoolhash"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // start is where the tests' fake clock stands. It is a whole second because the API server

@@ -17,8 +17,8 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/expiration"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // The tests create their NodeClaims before the controller starts, read the creationTimestamp the

@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/testbed"
+	"github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // env is the control plane the package's tests share (apiserver only: no termination controller

@@ -17,11 +17,11 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/fieldindex"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/termination"
 	"github.com/joiner-dev/joiner/testbed"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // env is the control plane the package's tests share (apiserver only: the Nodes here never need

@@ -24,10 +24,10 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/controllers"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
 	"github.com/joiner-dev/joiner/controllers/termination"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // startControllers runs every controller RegisterNodeLifecycle wires, against the fake provider,

@@ -12,8 +12,8 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // TestLivenessReplacesNodeClaimsWhoseInstanceIsGone checks that a Launched NodeClaim that has not

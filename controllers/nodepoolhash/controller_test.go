@@ -13,8 +13,8 @@ import (
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/nodepoolhash"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/podevents"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // start is where the tests' fake clocks begin. It is a whole second because the API server

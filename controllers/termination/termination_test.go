@@ -22,9 +22,9 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/controllers"
-	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/termination"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // startControllers runs the lifecycle and termination controllers (and the rest RegisterNodeLifecycle wires)

@@ -23,9 +23,9 @@ import (
 
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/providers/aws"
 	"github.com/joiner-dev/joiner/providers/aws/awstest"
-	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/requirements"
 )
 

@@ -24,14 +24,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/providers/aws"
-	"github.com/joiner-dev/joiner/providers/aws/awstest"
-	"github.com/joiner-dev/joiner/providers/aws/nodeclass"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
 	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/providers/aws"
+	"github.com/joiner-dev/joiner/providers/aws/awstest"
+	"github.com/joiner-dev/joiner/providers/aws/nodeclass"
 	"github.com/joiner-dev/joiner/testbed"
 )
 

@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
-	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/localrun"
 	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/testbed"
 )
 

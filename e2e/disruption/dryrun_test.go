@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 	"github.com/joiner-dev/joiner/e2e/framework"
+	"github.com/joiner-dev/joiner/providers/local"
 )
 
 // TestDryRunExplainsNodesLeftAlone reads the live cluster the way `joiner disruption plan` does

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
 	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/operator"
+	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/testbed"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/e2e/framework"
+	"github.com/joiner-dev/joiner/providers/local"
 )
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {

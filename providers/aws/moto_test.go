@@ -20,8 +20,8 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
-	"github.com/joiner-dev/joiner/providers/aws/awstest"
 	"github.com/joiner-dev/joiner/controllers/fieldindex"
+	"github.com/joiner-dev/joiner/providers/aws/awstest"
 )
 
 // One moto_server serves every integration test of the package; each test seeds its own

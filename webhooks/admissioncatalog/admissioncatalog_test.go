@@ -11,10 +11,10 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/webhooks/admissioncatalog"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/requirements"
 	"github.com/joiner-dev/joiner/webhooks"
+	"github.com/joiner-dev/joiner/webhooks/admissioncatalog"
 )
 
 func requirement(t *testing.T, key string, op corev1.NodeSelectorOperator, values ...string) requirements.Requirement {

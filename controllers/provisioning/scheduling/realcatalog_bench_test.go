@@ -16,8 +16,8 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/testsupport/catalogbench"
 	"github.com/joiner-dev/joiner/requirements"
+	"github.com/joiner-dev/joiner/testsupport/catalogbench"
 )
 
 // The real-catalog workload: the embedded EC2 catalog's us-east-1 instance types as the local

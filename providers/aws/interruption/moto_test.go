@@ -22,10 +22,10 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
 	"github.com/joiner-dev/joiner/providers/aws"
 	"github.com/joiner-dev/joiner/providers/aws/awstest"
 	"github.com/joiner-dev/joiner/providers/aws/interruption"
-	"github.com/joiner-dev/joiner/controllers/fieldindex"
 )
 
 // TestMotoInterruptionQueue sends what EventBridge sends to the seeded queue of a moto account —
