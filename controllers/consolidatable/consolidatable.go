@@ -11,10 +11,9 @@ package consolidatable
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -29,6 +28,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/nodepoolref"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
 // ControllerName is the name of the Consolidatable condition controller (logs, metrics).
@@ -37,32 +37,19 @@ const ControllerName = "nodeclaim.consolidatable"
 // ReasonConsolidatable is the reason of the Consolidatable=True condition.
 const ReasonConsolidatable = "Consolidatable"
 
-// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
-const DefaultMaxConcurrentReconciles = 10
-
-// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race runs
-// again.
-const conflictRetry = 100 * time.Millisecond
-
 // Options tune the Consolidatable condition controller. The zero value means the defaults.
 type Options struct {
 	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
-	// DefaultMaxConcurrentReconciles.
+	// defaults.MaxConcurrentReconciles.
 	MaxConcurrentReconciles int
-}
-
-func (o Options) withDefaults() Options {
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
-	return o
 }
 
 // Controller sets and removes the Consolidatable condition of NodeClaims.
 type Controller struct {
-	kube  client.Client
-	clock clock.Clock
-	opts  Options
+	kube   client.Client
+	clock  clock.Clock
+	opts   Options
+	status *statusreconcile.Reconciler[*karpv1.NodeClaim]
 }
 
 // NewController returns a Consolidatable condition controller. kube should be a manager's cached
@@ -71,50 +58,33 @@ func NewController(kube client.Client, clk clock.Clock, opts Options) *Controlle
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller{kube: kube, clock: clk, opts: opts.withDefaults()}
+	opts.MaxConcurrentReconciles = defaults.Positive(opts.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
+	c := &Controller{kube: kube, clock: clk, opts: opts}
+	c.status = statusreconcile.NodeClaims(kube, c.decide)
+	return c
 }
 
 // Reconcile brings one NodeClaim's Consolidatable condition up to date and, while the NodeClaim
 // waits for consolidateAfter to pass, requeues it for the moment it does. NodeClaims being
 // deleted are left as they are.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	nc := &karpv1.NodeClaim{}
-	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("get nodeclaim %s: %w", req.Name, err)
-	}
-	if !nc.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, nil
-	}
+	return c.status.Reconcile(ctx, req)
+}
+
+// decide computes the condition of a NodeClaim that is not being deleted.
+func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim) (statusreconcile.Outcome, error) {
 	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
 	if err != nil {
-		return reconcile.Result{}, err
+		return statusreconcile.Outcome{}, err
 	}
-	stored := nc.DeepCopy()
 	result, why := c.evaluate(np, nc)
-	if equality.Semantic.DeepEqual(stored.Status, nc.Status) {
-		return result, nil
-	}
-	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
-		switch {
-		case apierrors.IsNotFound(err):
-			return reconcile.Result{}, nil
-		case apierrors.IsConflict(err):
-			// Another writer (the lifecycle controller) changed the NodeClaim; judge it afresh.
-			log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "error", err.Error())
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
-		default:
-			return reconcile.Result{}, fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
+	return statusreconcile.Outcome{Result: result, Stored: func(ctx context.Context) {
+		if why == "" {
+			log.FromContext(ctx).V(1).Info("nodeclaim is consolidatable", "nodeclaim", nc.Name)
+		} else {
+			log.FromContext(ctx).V(1).Info("removed the consolidatable condition", "nodeclaim", nc.Name, "reason", why)
 		}
-	}
-	if nc.StatusCondition(karpv1.ConditionTypeConsolidatable) != nil {
-		log.FromContext(ctx).V(1).Info("nodeclaim is consolidatable", "nodeclaim", nc.Name)
-	} else {
-		log.FromContext(ctx).V(1).Info("removed the consolidatable condition", "nodeclaim", nc.Name, "reason", why)
-	}
-	return result, nil
+	}}, nil
 }
 
 // evaluate sets or removes the NodeClaim's Consolidatable condition in memory, given its NodePool

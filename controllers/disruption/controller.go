@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -60,20 +62,14 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.PollingPeriod <= 0 {
-		o.PollingPeriod = DefaultPollingPeriod
-	}
+	o.PollingPeriod = defaults.Positive(o.PollingPeriod, DefaultPollingPeriod)
 	if o.ValidationDelay == 0 {
 		o.ValidationDelay = DefaultValidationDelay
 	} else if o.ValidationDelay < 0 {
 		o.ValidationDelay = 0
 	}
-	if o.CommandTimeout <= 0 {
-		o.CommandTimeout = DefaultCommandTimeout
-	}
-	if o.ConsolidatedRefresh <= 0 {
-		o.ConsolidatedRefresh = DefaultConsolidatedRefresh
-	}
+	o.CommandTimeout = defaults.Positive(o.CommandTimeout, DefaultCommandTimeout)
+	o.ConsolidatedRefresh = defaults.Positive(o.ConsolidatedRefresh, DefaultConsolidatedRefresh)
 	return o
 }
 

@@ -16,9 +16,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,6 +36,7 @@ import (
 	"github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/nodepoolref"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
 // ControllerName is the name of the Drifted condition controller (logs, metrics).
@@ -45,20 +46,13 @@ const ControllerName = "nodeclaim.drift"
 // change (Karpenter: 5 minutes). It is what picks up provider drift the watches miss.
 const DefaultRequeueInterval = 5 * time.Minute
 
-// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
-const DefaultMaxConcurrentReconciles = 10
-
-// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race runs
-// again.
-const conflictRetry = 100 * time.Millisecond
-
 // Options tune the Drifted condition controller. The zero value means the defaults.
 type Options struct {
 	// RequeueInterval is how often a launched NodeClaim is checked again without a change. Zero
 	// means DefaultRequeueInterval.
 	RequeueInterval time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
-	// DefaultMaxConcurrentReconciles.
+	// defaults.MaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 	// NodeClassKinds are the node class kinds whose spec changes re-check the NodeClaims that
 	// reference them. Kinds the cluster does not serve are skipped at setup. Nil means
@@ -68,12 +62,8 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.RequeueInterval <= 0 {
-		o.RequeueInterval = DefaultRequeueInterval
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
+	o.RequeueInterval = defaults.Positive(o.RequeueInterval, DefaultRequeueInterval)
+	o.MaxConcurrentReconciles = defaults.Positive(o.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
 	if o.NodeClassKinds == nil {
 		o.NodeClassKinds = scheme.NodeClassKinds()
 	}
@@ -87,6 +77,7 @@ type Controller struct {
 	clock   clock.Clock
 	metrics *Metrics
 	opts    Options
+	status  *statusreconcile.Reconciler[*karpv1.NodeClaim]
 }
 
 // NewController returns the Drifted condition controller. kube should be a manager's cached
@@ -103,27 +94,23 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk cl
 	if err != nil {
 		return nil, fmt.Errorf("new %s controller: %w", ControllerName, err)
 	}
-	return &Controller{kube: kube, cloud: cloud, clock: clk, metrics: m, opts: opts.withDefaults()}, nil
+	c := &Controller{kube: kube, cloud: cloud, clock: clk, metrics: m, opts: opts.withDefaults()}
+	c.status = statusreconcile.NodeClaims(kube, c.decide)
+	return c, nil
 }
 
 // Reconcile brings one NodeClaim's Drifted condition up to date. NodeClaims being deleted, and
 // NodeClaims without a NodePool, are left as they are.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	nc := &karpv1.NodeClaim{}
-	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("get nodeclaim %s: %w", req.Name, err)
-	}
-	if !nc.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, nil
-	}
+	return c.status.Reconcile(ctx, req)
+}
+
+// decide sets or removes the Drifted condition of a NodeClaim that is not being deleted.
+func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim) (statusreconcile.Outcome, error) {
 	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
 	if err != nil || np == nil {
-		return reconcile.Result{}, err
+		return statusreconcile.Outcome{}, err
 	}
-	stored := nc.DeepCopy()
 	wasDrifted := isTrue(nc, karpv1.ConditionTypeDrifted)
 	// Launching sets Launched, which brings the NodeClaim back here: only launched NodeClaims
 	// need a periodic look.
@@ -137,9 +124,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			if cloudprovider.IsNodeClaimNotFound(err) {
 				// The instance is gone; garbage collection and the lifecycle controller take it
 				// from here.
-				return reconcile.Result{}, nil
+				return statusreconcile.Outcome{}, nil
 			}
-			return reconcile.Result{}, err
+			return statusreconcile.Outcome{}, err
 		}
 	}
 	if reason != "" {
@@ -147,33 +134,19 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else {
 		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeDrifted)
 	}
-	if equality.Semantic.DeepEqual(stored.Status, nc.Status) {
-		return result, nil
-	}
-	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	return statusreconcile.Outcome{Result: result, Stored: func(ctx context.Context) {
 		switch {
-		case apierrors.IsNotFound(err):
-			return reconcile.Result{}, nil
-		case apierrors.IsConflict(err):
-			// Another writer (the lifecycle controller) changed the NodeClaim; judge it afresh.
-			log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "error", err.Error())
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		case reason != "" && !wasDrifted:
+			log.FromContext(ctx).V(1).Info("marking drifted", "nodeclaim", nc.Name, "reason", string(reason))
+			c.metrics.drifted(nc, reason)
+		case reason != "":
+			log.FromContext(ctx).V(1).Info("drift reason changed", "nodeclaim", nc.Name, "reason", string(reason))
+		case !launched:
+			log.FromContext(ctx).V(1).Info("removing drifted status condition, not launched", "nodeclaim", nc.Name)
 		default:
-			return reconcile.Result{}, fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
+			log.FromContext(ctx).V(1).Info("removing drifted status condition, not drifted", "nodeclaim", nc.Name)
 		}
-	}
-	switch {
-	case reason != "" && !wasDrifted:
-		log.FromContext(ctx).V(1).Info("marking drifted", "nodeclaim", nc.Name, "reason", string(reason))
-		c.metrics.drifted(nc, reason)
-	case reason != "":
-		log.FromContext(ctx).V(1).Info("drift reason changed", "nodeclaim", nc.Name, "reason", string(reason))
-	case !launched:
-		log.FromContext(ctx).V(1).Info("removing drifted status condition, not launched", "nodeclaim", nc.Name)
-	default:
-		log.FromContext(ctx).V(1).Info("removing drifted status condition, not drifted", "nodeclaim", nc.Name)
-	}
-	return result, nil
+	}}, nil
 }
 
 // driftReason returns why the launched NodeClaim drifted from its NodePool or node class, or ""

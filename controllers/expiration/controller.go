@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/controllers/nodepoolref"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
 // ControllerName is the name of the expiration controller (logs, metrics, events).
@@ -41,20 +43,13 @@ const (
 	ReasonInvalidAnnotation = "InvalidExpirationAnnotation"
 )
 
-// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
-const DefaultMaxConcurrentReconciles = 10
-
-// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race (or met a
-// stale cache) runs again.
-const conflictRetry = 100 * time.Millisecond
-
 // warnEvery is how often the same invalid annotation value on a NodePool is reported again.
 const warnEvery = 15 * time.Minute
 
 // Options tune the expiration controller. The zero value means the defaults.
 type Options struct {
 	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
-	// DefaultMaxConcurrentReconciles.
+	// defaults.MaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 	// DefaultGrace is the grace period of graceful expiration when a NodePool does not set a
 	// valid joiner.dev/expiration-grace. Zero means karpv1.DefaultExpirationGrace (24h).
@@ -62,12 +57,8 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
-	if o.DefaultGrace <= 0 {
-		o.DefaultGrace = karpv1.DefaultExpirationGrace
-	}
+	o.MaxConcurrentReconciles = defaults.Positive(o.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
+	o.DefaultGrace = defaults.Positive(o.DefaultGrace, karpv1.DefaultExpirationGrace)
 	return o
 }
 
@@ -79,6 +70,7 @@ type Controller struct {
 	recorder events.EventRecorder
 	metrics  *Metrics
 	opts     Options
+	status   *statusreconcile.Reconciler[*karpv1.NodeClaim]
 
 	mu sync.Mutex
 	// warned is when each invalid annotation value of a NodePool was last reported.
@@ -103,25 +95,22 @@ func NewController(kube client.Client, clk clock.Clock, recorder events.EventRec
 	if err != nil {
 		return nil, fmt.Errorf("create %s metrics: %w", ControllerName, err)
 	}
-	return &Controller{kube: kube, clock: clk, recorder: recorder, metrics: m, opts: opts.withDefaults(), warned: map[warning]time.Time{}}, nil
+	c := &Controller{kube: kube, clock: clk, recorder: recorder, metrics: m, opts: opts.withDefaults(), warned: map[warning]time.Time{}}
+	c.status = statusreconcile.NodeClaims(kube, c.decide)
+	return c, nil
 }
 
 // Reconcile expires one NodeClaim if its time has come, and otherwise requeues it for the next
 // instant of its schedule. NodeClaims being deleted are left as they are.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	nc := &karpv1.NodeClaim{}
-	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("get nodeclaim %s: %w", req.Name, err)
-	}
-	if !nc.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, nil
-	}
+	return c.status.Reconcile(ctx, req)
+}
+
+// decide expires a NodeClaim that is not being deleted, marks it Expired, or clears the condition.
+func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim) (statusreconcile.Outcome, error) {
 	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
 	if err != nil {
-		return reconcile.Result{}, err
+		return statusreconcile.Outcome{}, err
 	}
 	p, problems := policyOf(np, c.opts.DefaultGrace)
 	for _, pr := range problems {
@@ -129,53 +118,37 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	s, expires := scheduleOf(nc, p)
 	if !expires {
-		return c.writeExpired(ctx, nc, s, false, reconcile.Result{})
+		return c.markExpired(nc, s, false, reconcile.Result{}), nil
 	}
 	now := c.clock.Now()
 	switch next, wait := s.at(now); next {
 	case stepDelete:
-		return c.delete(ctx, nc, p)
+		result, err := c.delete(ctx, nc, p)
+		return statusreconcile.Outcome{Result: result}, err
 	case stepMark:
-		return c.writeExpired(ctx, nc, s, true, reconcile.Result{RequeueAfter: wait})
+		return c.markExpired(nc, s, true, reconcile.Result{RequeueAfter: wait}), nil
 	default:
-		return c.writeExpired(ctx, nc, s, false, reconcile.Result{RequeueAfter: wait})
+		return c.markExpired(nc, s, false, reconcile.Result{RequeueAfter: wait}), nil
 	}
 }
 
-// writeExpired sets (expired) or removes the NodeClaim's Expired condition when that changes
-// anything, and returns result, or a quick retry when the write lost a race.
-func (c *Controller) writeExpired(ctx context.Context, nc *karpv1.NodeClaim, s schedule, expired bool, result reconcile.Result) (reconcile.Result, error) {
-	stored := nc.DeepCopy()
-	if expired {
-		nc.SetCondition(c.clock.Now(), karpv1.ConditionTypeExpired, metav1.ConditionTrue, ReasonExpired, fmt.Sprintf(
-			"Expired at %s (expireAfter %s); to be replaced within the disruption budgets, or deleted at %s",
-			s.deadline.UTC().Format(time.RFC3339), nc.Spec.ExpireAfter, s.hard.UTC().Format(time.RFC3339)))
-	} else {
+// markExpired sets (expired) or removes the NodeClaim's Expired condition in memory. The outcome
+// logs the change, and records an Event for an expiry, once the change is stored.
+func (c *Controller) markExpired(nc *karpv1.NodeClaim, s schedule, expired bool, result reconcile.Result) statusreconcile.Outcome {
+	if !expired {
 		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeExpired)
+		return statusreconcile.Outcome{Result: result, Stored: func(ctx context.Context) {
+			log.FromContext(ctx).V(1).Info("removed the expired condition", "nodeclaim", nc.Name)
+		}}
 	}
-	if equality.Semantic.DeepEqual(stored.Status, nc.Status) {
-		return result, nil
-	}
-	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
-		switch {
-		case apierrors.IsNotFound(err):
-			return reconcile.Result{}, nil
-		case apierrors.IsConflict(err):
-			// Another writer changed the NodeClaim since the cache saw it; judge it afresh.
-			log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "nodeclaim", nc.Name, "error", err.Error())
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
-		default:
-			return reconcile.Result{}, fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
-		}
-	}
-	if expired {
+	nc.SetCondition(c.clock.Now(), karpv1.ConditionTypeExpired, metav1.ConditionTrue, ReasonExpired, fmt.Sprintf(
+		"Expired at %s (expireAfter %s); to be replaced within the disruption budgets, or deleted at %s",
+		s.deadline.UTC().Format(time.RFC3339), nc.Spec.ExpireAfter, s.hard.UTC().Format(time.RFC3339)))
+	return statusreconcile.Outcome{Result: result, Stored: func(ctx context.Context) {
 		log.FromContext(ctx).V(1).Info("marked nodeclaim expired", "nodeclaim", nc.Name, "expireAfter", nc.Spec.ExpireAfter.String(), "forcefulAt", s.hard)
 		c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, ReasonExpired, "Mark",
 			"NodeClaim expired after %s; it will be replaced within the disruption budgets, or deleted at %s", nc.Spec.ExpireAfter, s.hard.UTC().Format(time.RFC3339))
-	} else {
-		log.FromContext(ctx).V(1).Info("removed the expired condition", "nodeclaim", nc.Name)
-	}
-	return result, nil
+	}}
 }
 
 // delete deletes the expired NodeClaim, then counts it and records why. The resourceVersion
@@ -190,7 +163,7 @@ func (c *Controller) delete(ctx context.Context, nc *karpv1.NodeClaim, p policy)
 		return reconcile.Result{}, nil
 	case apierrors.IsConflict(err):
 		log.FromContext(ctx).V(1).Info("retrying the deletion of a changed nodeclaim", "nodeclaim", nc.Name, "error", err.Error())
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		return reconcile.Result{RequeueAfter: statusreconcile.ConflictRetry}, nil
 	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("delete expired nodeclaim %s: %w", nc.Name, err)
 	}

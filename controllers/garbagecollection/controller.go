@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,12 +71,8 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
-	if o.GracePeriod <= 0 {
-		o.GracePeriod = DefaultGracePeriod
-	}
+	o.Interval = defaults.Positive(o.Interval, DefaultInterval)
+	o.GracePeriod = defaults.Positive(o.GracePeriod, DefaultGracePeriod)
 	return o
 }
 

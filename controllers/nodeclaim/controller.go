@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,8 +36,6 @@ const (
 	DefaultRegistrationTTL = 15 * time.Minute
 	// DefaultLaunchTTL is how long a NodeClaim may take to launch after it was created.
 	DefaultLaunchTTL = 5 * time.Minute
-	// DefaultMaxConcurrentReconciles is how many NodeClaims are reconciled in parallel.
-	DefaultMaxConcurrentReconciles = 10
 	// DefaultInstanceNotFoundGrace is how long after launch an unregistered NodeClaim is spared
 	// the check that its instance still exists.
 	DefaultInstanceNotFoundGrace = 10 * time.Second
@@ -48,7 +49,7 @@ type Options struct {
 	// LaunchTTL is how long after creation a NodeClaim may stay unlaunched (launch keeps failing
 	// with a retryable error) before it is deleted. Zero means DefaultLaunchTTL.
 	LaunchTTL time.Duration
-	// MaxConcurrentReconciles bounds parallel reconciles. Zero means DefaultMaxConcurrentReconciles.
+	// MaxConcurrentReconciles bounds parallel reconciles. Zero means defaults.MaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 	// InstanceNotFoundGrace is how long after launch a NodeClaim that has not registered is spared
 	// the check that its instance still exists. After it, the NodeClaim is deleted (and so
@@ -59,18 +60,10 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.RegistrationTTL <= 0 {
-		o.RegistrationTTL = DefaultRegistrationTTL
-	}
-	if o.LaunchTTL <= 0 {
-		o.LaunchTTL = DefaultLaunchTTL
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
-	if o.InstanceNotFoundGrace <= 0 {
-		o.InstanceNotFoundGrace = DefaultInstanceNotFoundGrace
-	}
+	o.RegistrationTTL = defaults.Positive(o.RegistrationTTL, DefaultRegistrationTTL)
+	o.LaunchTTL = defaults.Positive(o.LaunchTTL, DefaultLaunchTTL)
+	o.MaxConcurrentReconciles = defaults.Positive(o.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
+	o.InstanceNotFoundGrace = defaults.Positive(o.InstanceNotFoundGrace, DefaultInstanceNotFoundGrace)
 	return o
 }
 
@@ -172,9 +165,6 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return settle(ctx, result, errors.Join(errs...))
 }
 
-// conflictRetry is how soon a reconcile that lost an optimistic-concurrency race runs again.
-const conflictRetry = 100 * time.Millisecond
-
 // settle turns a pass's result and errors into what the controller returns: a write that lost a
 // race with another writer is retried soon without being logged as an error, other errors go to
 // the rate-limited retry, and otherwise the stages' requeue stands.
@@ -184,7 +174,7 @@ func settle(ctx context.Context, result reconcile.Result, err error) (reconcile.
 		return result, nil
 	case apierrors.IsConflict(err):
 		log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "error", err.Error())
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		return reconcile.Result{RequeueAfter: statusreconcile.ConflictRetry}, nil
 	default:
 		return reconcile.Result{}, err
 	}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +27,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/api/scheme"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
 // ControllerName is the name of the NodePool status controller.
@@ -49,9 +52,7 @@ func (o Options) withDefaults() Options {
 	if o.NodeClassKinds == nil {
 		o.NodeClassKinds = scheme.NodeClassKinds()
 	}
-	if o.ResyncPeriod <= 0 {
-		o.ResyncPeriod = DefaultResyncPeriod
-	}
+	o.ResyncPeriod = defaults.Positive(o.ResyncPeriod, DefaultResyncPeriod)
 	return o
 }
 
@@ -98,11 +99,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if !equality.Semantic.DeepEqual(stored.Status, np.Status) {
-		if err := c.kube.Status().Patch(ctx, np, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) {
-				return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
-			}
-			return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("patch nodepool %s status: %w", np.Name, err))
+		if retry, patched, err := statusreconcile.PatchStatus(ctx, c.kube, "nodepool", stored, np); !patched {
+			return retry, err
 		}
 	}
 	return reconcile.Result{RequeueAfter: c.opts.ResyncPeriod}, nil

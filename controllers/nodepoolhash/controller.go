@@ -13,7 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"time"
+
+	"github.com/joiner-dev/joiner/controllers/defaults"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,30 +24,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
 // ControllerName is the name of the NodePool hash controller (logs, metrics).
 const ControllerName = "nodepool.hash"
 
-// DefaultMaxConcurrentReconciles is how many NodePools are reconciled in parallel.
-const DefaultMaxConcurrentReconciles = 10
-
-// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race runs
-// again.
-const conflictRetry = 100 * time.Millisecond
-
 // Options tune the NodePool hash controller. The zero value means the defaults.
 type Options struct {
 	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
-	// DefaultMaxConcurrentReconciles.
+	// defaults.MaxConcurrentReconciles.
 	MaxConcurrentReconciles int
-}
-
-func (o Options) withDefaults() Options {
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
-	return o
 }
 
 // Controller keeps the hash annotations of NodePools current.
@@ -57,7 +45,8 @@ type Controller struct {
 
 // NewController returns the NodePool hash controller. kube should be a manager's cached client.
 func NewController(kube client.Client, opts Options) *Controller {
-	return &Controller{kube: kube, opts: opts.withDefaults()}
+	opts.MaxConcurrentReconciles = defaults.Positive(opts.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
+	return &Controller{kube: kube, opts: opts}
 }
 
 // Reconcile stamps one NodePool with its current hash and the current hash version, after
@@ -79,7 +68,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 		if conflict {
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+			return reconcile.Result{RequeueAfter: statusreconcile.ConflictRetry}, nil
 		}
 	}
 	want := map[string]string{
@@ -93,16 +82,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	np.Annotations = withAll(np.Annotations, want)
 	// The optimistic lock keeps a hash computed from a template that has changed since from being
 	// written over the new template.
-	if err := c.kube.Patch(ctx, np, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
-		switch {
-		case apierrors.IsNotFound(err):
-			return reconcile.Result{}, nil
-		case apierrors.IsConflict(err):
-			log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "error", err.Error())
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
-		default:
-			return reconcile.Result{}, fmt.Errorf("patch nodepool %s hash annotations: %w", np.Name, err)
-		}
+	if retry, patched, err := statusreconcile.PatchObject(ctx, c.kube, "nodepool", stored, np); !patched {
+		return retry, err
 	}
 	log.FromContext(ctx).V(1).Info("stamped nodepool hash", "hash", hash, "version", karpv1.NodePoolHashVersion)
 	return reconcile.Result{}, nil

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,8 +41,6 @@ const (
 	// to be written (Karpenter's dedupeTimeout). It is shorter than consolidation's validation
 	// period, so that a decision taken during the window is still invalidated.
 	DefaultDedupeWindow = 10 * time.Second
-	// DefaultMaxConcurrentReconciles is how many Nodes' pod events are handled in parallel.
-	DefaultMaxConcurrentReconciles = 10
 )
 
 // Options tune the pod events controller. The zero value means the defaults above.
@@ -49,7 +49,7 @@ type Options struct {
 	// this old. Zero means DefaultDedupeWindow; a negative value writes every event.
 	DedupeWindow time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
-	// DefaultMaxConcurrentReconciles.
+	// defaults.MaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 }
 
@@ -57,9 +57,7 @@ func (o Options) withDefaults() Options {
 	if o.DedupeWindow == 0 {
 		o.DedupeWindow = DefaultDedupeWindow
 	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
+	o.MaxConcurrentReconciles = defaults.Positive(o.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
 	return o
 }
 

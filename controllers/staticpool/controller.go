@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,8 +47,6 @@ const (
 	// DefaultResyncPeriod is how often every static NodePool is looked at again without a
 	// watched change.
 	DefaultResyncPeriod = time.Minute
-	// DefaultMaxConcurrentReconciles is how many NodePools are reconciled in parallel.
-	DefaultMaxConcurrentReconciles = 10
 )
 
 // Event reasons, on the NodePool.
@@ -62,27 +63,19 @@ const (
 	ReasonFailedScaleUp = "FailedScaleUp"
 )
 
-// conflictRetry is how soon a reconcile whose delete lost an optimistic-concurrency race runs
-// again.
-const conflictRetry = 100 * time.Millisecond
-
 // Options tune the static NodePool controller. The zero value means the defaults.
 type Options struct {
 	// ResyncPeriod is how often a static NodePool is reconciled without a watched change. Zero
 	// means DefaultResyncPeriod.
 	ResyncPeriod time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles. Zero means
-	// DefaultMaxConcurrentReconciles.
+	// defaults.MaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 }
 
 func (o Options) withDefaults() Options {
-	if o.ResyncPeriod <= 0 {
-		o.ResyncPeriod = DefaultResyncPeriod
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
+	o.ResyncPeriod = defaults.Positive(o.ResyncPeriod, DefaultResyncPeriod)
+	o.MaxConcurrentReconciles = defaults.Positive(o.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
 	return o
 }
 
@@ -155,7 +148,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case s.running > replicas:
 		retry, err := c.scaleDown(ctx, np, s, replicas)
 		if retry {
-			result.RequeueAfter = conflictRetry
+			result.RequeueAfter = statusreconcile.ConflictRetry
 		}
 		return result, err
 	}

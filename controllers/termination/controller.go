@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -68,12 +70,8 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
+	o.PollInterval = defaults.Positive(o.PollInterval, DefaultPollInterval)
+	o.MaxConcurrentReconciles = defaults.Positive(o.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)
 	return o
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/go-logr/logr"
@@ -125,12 +127,8 @@ func New(kube client.Client, opts Options) (*Provider, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	if opts.VMMemoryOverheadPercent <= 0 {
-		opts.VMMemoryOverheadPercent = DefaultVMMemoryOverheadPercent
-	}
-	if opts.MaxInstanceTypes <= 0 {
-		opts.MaxInstanceTypes = 60
-	}
+	opts.VMMemoryOverheadPercent = defaults.Positive(opts.VMMemoryOverheadPercent, DefaultVMMemoryOverheadPercent)
+	opts.MaxInstanceTypes = defaults.Positive(opts.MaxInstanceTypes, 60)
 	p := &Provider{
 		kube:           kube,
 		opts:           opts,

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -16,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 	"github.com/joiner-dev/joiner/providers/catalog"
 )
 
@@ -62,35 +61,25 @@ func (c *NodeClassController) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile resolves one LocalNodeClass and writes status.zones and the Ready condition when
-// they changed.
+// they changed. Classes being deleted are left alone.
 func (c *NodeClassController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	nc := &joinerv1alpha1.LocalNodeClass{}
-	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get LocalNodeClass %s: %w", req.Name, err)
+	r := &statusreconcile.Reconciler[*joinerv1alpha1.LocalNodeClass]{
+		Kube: c.kube, Kind: "LocalNodeClass",
+		New:    func() *joinerv1alpha1.LocalNodeClass { return &joinerv1alpha1.LocalNodeClass{} },
+		Status: func(nc *joinerv1alpha1.LocalNodeClass) any { return &nc.Status },
+		Decide: c.decide,
 	}
-	if !nc.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
+	return r.Reconcile(ctx, req)
+}
+
+// decide computes the class's status; once it is stored, the outcome logs it.
+func (c *NodeClassController) decide(_ context.Context, nc *joinerv1alpha1.LocalNodeClass) (statusreconcile.Outcome, error) {
 	want := c.status(nc)
-	if equality.Semantic.DeepEqual(nc.Status, want) {
-		return ctrl.Result{}, nil
-	}
-	patch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	nc.Status = want
-	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			// The change that made the patch conflict triggers another reconcile; a deleted
-			// class needs no status.
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("update status of LocalNodeClass %s: %w", nc.Name, err)
-	}
-	ready := meta.FindStatusCondition(want.Conditions, joinerv1alpha1.ConditionReady)
-	log.FromContext(ctx).Info("updated LocalNodeClass status", "ready", ready.Status, "reason", ready.Reason, "zones", want.Zones)
-	return ctrl.Result{}, nil
+	return statusreconcile.Outcome{Stored: func(ctx context.Context) {
+		ready := meta.FindStatusCondition(want.Conditions, joinerv1alpha1.ConditionReady)
+		log.FromContext(ctx).Info("updated LocalNodeClass status", "ready", ready.Status, "reason", ready.Reason, "zones", want.Zones)
+	}}, nil
 }
 
 // status returns the status the class should have: the resolved zones and a Ready condition for

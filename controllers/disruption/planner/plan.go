@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
@@ -78,20 +80,14 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.MultiNodeMaxCandidates <= 0 {
-		o.MultiNodeMaxCandidates = DefaultMultiNodeMaxCandidates
-	}
+	o.MultiNodeMaxCandidates = defaults.Positive(o.MultiNodeMaxCandidates, DefaultMultiNodeMaxCandidates)
 	if o.MaxReplacementsPercent == 0 {
 		o.MaxReplacementsPercent = DefaultMaxReplacementsPercent
 	} else if o.MaxReplacementsPercent < 0 {
 		o.MaxReplacementsPercent = 100
 	}
-	if o.MultiNodeTimeout <= 0 {
-		o.MultiNodeTimeout = DefaultMultiNodeTimeout
-	}
-	if o.SingleNodeTimeout <= 0 {
-		o.SingleNodeTimeout = DefaultSingleNodeTimeout
-	}
+	o.MultiNodeTimeout = defaults.Positive(o.MultiNodeTimeout, DefaultMultiNodeTimeout)
+	o.SingleNodeTimeout = defaults.Positive(o.SingleNodeTimeout, DefaultSingleNodeTimeout)
 	if o.MinSavingsFraction == 0 {
 		o.MinSavingsFraction = DefaultMinSavingsFraction
 	} else if o.MinSavingsFraction < 0 {
@@ -100,9 +96,7 @@ func (o Options) withDefaults() Options {
 	if o.Cooldown == 0 {
 		o.Cooldown = DefaultCooldown
 	}
-	if o.Workers <= 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
-	}
+	o.Workers = defaults.Positive(o.Workers, runtime.GOMAXPROCS(0))
 	return o
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -56,9 +58,7 @@ type RetryOptions struct {
 // with jittered exponential backoff, and spends from the SDK's retry-token bucket so a failing
 // service is not hammered.
 func NewRetryer(o RetryOptions) aws.Retryer {
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 5
-	}
+	o.MaxAttempts = defaults.Positive(o.MaxAttempts, 5)
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 20 * time.Second
 	}

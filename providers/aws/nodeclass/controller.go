@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
+
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,9 +28,6 @@ import (
 
 // ControllerName names the controller (logs, metrics, events).
 const ControllerName = "ec2nodeclass"
-
-// conflictRetry is how soon a reconcile whose write lost an optimistic-concurrency race runs again.
-const conflictRetry = 100 * time.Millisecond
 
 // Controller reconciles EC2NodeClasses: metadata (finalizer, hash annotations, the name of the
 // managed instance profile), status (resolved dependencies and conditions) and termination.
@@ -137,7 +135,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if changed, err := c.syncMetadata(ctx, nc); err != nil || changed {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return ctrl.Result{RequeueAfter: statusreconcile.ConflictRetry}, nil
 		}
 		// A changed object comes back through the watch; resolving now would race it.
 		return ctrl.Result{}, err

@@ -18,8 +18,8 @@ import (
 
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/providers/aws/awstest"
-	"github.com/joiner-dev/joiner/testsupport/controllertest"
 	"github.com/joiner-dev/joiner/testbed"
+	"github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // One moto and one control plane serve every test of the package; each test seeds its own AWS

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -191,7 +193,7 @@ func (c *Controller) syncStatus(ctx context.Context, nc *awsv1.EC2NodeClass) (ct
 		nc.Status = *b.status
 		if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+				return ctrl.Result{RequeueAfter: statusreconcile.ConflictRetry}, nil
 			}
 			return ctrl.Result{}, fmt.Errorf("update status of EC2NodeClass %s: %w", nc.Name, err)
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +62,7 @@ func (c *Controller) terminate(ctx context.Context, nc *awsv1.EC2NodeClass) (ctr
 	controllerutil.RemoveFinalizer(nc, awsv1.TerminationFinalizer)
 	if err := c.kube.Patch(ctx, nc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return ctrl.Result{RequeueAfter: statusreconcile.ConflictRetry}, nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("remove finalizer of EC2NodeClass %s: %w", nc.Name, err))
 	}

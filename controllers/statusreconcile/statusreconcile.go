@@ -1,0 +1,138 @@
+// Package statusreconcile is the one reconcile skeleton of the controllers that keep part of an
+// object's status up to date: get the object (gone: done), skip it while it is being deleted,
+// compute the new status with the controller's decision function, and patch the status with an
+// optimistic lock only when it changed. A patch that loses a race with another writer is retried
+// after ConflictRetry with one log line; an object that went away meanwhile is done. Conflict and
+// not-found handling therefore live here and nowhere else.
+//
+// It decides nothing about any status: each controller passes its decision in. It holds no state
+// between reconciles.
+package statusreconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+)
+
+// ConflictRetry is how soon a reconcile whose status patch lost an optimistic-concurrency race
+// runs again, to judge the object afresh.
+const ConflictRetry = 100 * time.Millisecond
+
+// Decision computes an object's new status in memory. Besides its status it may change nothing of
+// the object; it may act on it instead (delete it, say) and then leave the status as it is. An
+// error aborts the reconcile without a patch.
+type Decision[T client.Object] func(ctx context.Context, obj T) (Outcome, error)
+
+// Outcome is what a Decision returns besides the status it computed.
+type Outcome struct {
+	// Result says when to look again.
+	Result reconcile.Result
+	// Stored, if set, runs only after the changed status was patched: for the logs, metrics and
+	// Events that must follow a change that was stored, and only that.
+	Stored func(ctx context.Context)
+}
+
+// Reconciler is the skeleton for objects of type T. Every field but IncludeDeleting is required.
+type Reconciler[T client.Object] struct {
+	// Kube reads the object and patches its status.
+	Kube client.Client
+	// Kind names the object in errors, e.g. "nodeclaim".
+	Kind string
+	// New returns an empty object to read into.
+	New func() T
+	// Status returns the part of the object Decide may change, compared before and after with
+	// equality.Semantic to decide whether to patch (for example &nc.Status).
+	Status func(T) any
+	// Decide is the controller's decision.
+	Decide Decision[T]
+	// IncludeDeleting makes objects being deleted reconciled too; by default they are left alone.
+	IncludeDeleting bool
+}
+
+// Reconcile runs the skeleton for the object req names.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := r.New()
+	if err := r.Kube.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get %s %s: %w", r.Kind, req.Name, err)
+	}
+	if !r.IncludeDeleting && !obj.GetDeletionTimestamp().IsZero() {
+		return reconcile.Result{}, nil
+	}
+	stored := obj.DeepCopyObject().(T)
+	out, err := r.Decide(ctx, obj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if equality.Semantic.DeepEqual(r.Status(stored), r.Status(obj)) {
+		return out.Result, nil
+	}
+	retry, patched, err := PatchStatus(ctx, r.Kube, r.Kind, stored, obj)
+	if !patched {
+		return retry, err
+	}
+	if out.Stored != nil {
+		out.Stored(ctx)
+	}
+	return out.Result, nil
+}
+
+// PatchStatus patches obj's status with the difference from stored, under an optimistic lock on
+// stored's resourceVersion. It reports whether the patch was stored. When it was not: an object
+// that no longer exists gives a zero result and no error; a conflicting write gives a requeue after
+// ConflictRetry (logged once, at V(1)); any other failure gives an error naming kind and object.
+func PatchStatus(ctx context.Context, kube client.Client, kind string, stored, obj client.Object) (reconcile.Result, bool, error) {
+	err := kube.Status().Patch(ctx, obj, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{}))
+	return outcomeOf(ctx, err, kind+" "+obj.GetName()+" status")
+}
+
+// PatchObject is PatchStatus for the object itself (metadata and spec) rather than its status
+// subresource.
+func PatchObject(ctx context.Context, kube client.Client, kind string, stored, obj client.Object) (reconcile.Result, bool, error) {
+	err := kube.Patch(ctx, obj, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{}))
+	return outcomeOf(ctx, err, kind+" "+obj.GetName())
+}
+
+// outcomeOf sorts the error of an optimistic-lock patch of what: stored, gone, conflict or failed.
+func outcomeOf(ctx context.Context, err error, what string) (reconcile.Result, bool, error) {
+	switch {
+	case err == nil:
+		return reconcile.Result{}, true, nil
+	case apierrors.IsNotFound(err):
+		return reconcile.Result{}, false, nil
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).V(1).Info("retrying after a conflicting write", "object", what, "error", err.Error())
+		return reconcile.Result{RequeueAfter: ConflictRetry}, false, nil
+	default:
+		return reconcile.Result{}, false, fmt.Errorf("patch %s: %w", what, err)
+	}
+}
+
+// NodeClaims returns the skeleton for the status of NodeClaims, with decide as the decision.
+func NodeClaims(kube client.Client, decide Decision[*karpv1.NodeClaim]) *Reconciler[*karpv1.NodeClaim] {
+	return &Reconciler[*karpv1.NodeClaim]{
+		Kube: kube, Kind: "nodeclaim", Decide: decide,
+		New:    func() *karpv1.NodeClaim { return &karpv1.NodeClaim{} },
+		Status: func(nc *karpv1.NodeClaim) any { return &nc.Status },
+	}
+}
+
+// NodePools returns the skeleton for the status of NodePools, with decide as the decision.
+func NodePools(kube client.Client, decide Decision[*karpv1.NodePool]) *Reconciler[*karpv1.NodePool] {
+	return &Reconciler[*karpv1.NodePool]{
+		Kube: kube, Kind: "nodepool", Decide: decide,
+		New:    func() *karpv1.NodePool { return &karpv1.NodePool{} },
+		Status: func(np *karpv1.NodePool) any { return &np.Status },
+	}
+}
