@@ -25,15 +25,7 @@ func New(reqs ...Requirement) Requirements {
 	}
 	items := slices.Clone(reqs)
 	slices.SortStableFunc(items, func(a, b Requirement) int { return strings.Compare(a.key, b.key) })
-	out := items[:0]
-	for _, it := range items {
-		if n := len(out); n > 0 && out[n-1].key == it.key {
-			out[n-1] = out[n-1].Intersect(it)
-			continue
-		}
-		out = append(out, it)
-	}
-	return Requirements{items: out}
+	return mergeSorted(items)
 }
 
 // FromLabels returns one In requirement per label: the requirements a node with exactly these
@@ -44,16 +36,9 @@ func FromLabels(labels map[string]string) Requirements {
 		items = append(items, In(k, v))
 	}
 	slices.SortFunc(items, func(a, b Requirement) int { return strings.Compare(a.key, b.key) })
-	// Two labels can share a key after normalisation (a beta and a stable label); intersect them.
-	out := items[:0]
-	for _, it := range items {
-		if n := len(out); n > 0 && out[n-1].key == it.key {
-			out[n-1] = out[n-1].Intersect(it)
-			continue
-		}
-		out = append(out, it)
-	}
-	return Requirements{items: out}
+	// Two labels can share a key after normalisation (a beta and a stable label); mergeSorted
+	// intersects them.
+	return mergeSorted(items)
 }
 
 // FromNodeSelectorRequirements returns the set of Kubernetes node selector requirements, all of
@@ -389,4 +374,18 @@ func (rs Requirements) Hash() uint64 {
 		}
 	}
 	return h
+}
+
+// mergeSorted returns the set of items, which are sorted by key, intersecting neighbours that share
+// a key. It reuses items' backing array.
+func mergeSorted(items []Requirement) Requirements {
+	out := items[:0]
+	for _, it := range items {
+		if n := len(out); n > 0 && out[n-1].key == it.key {
+			out[n-1] = out[n-1].Intersect(it)
+			continue
+		}
+		out = append(out, it)
+	}
+	return Requirements{items: out}
 }
