@@ -82,3 +82,39 @@ func NewNodeClaimsCreated() *prometheus.CounterVec {
 		Help: "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim."},
 		[]string{ReasonLabel, NodePoolLabel, MinValuesRelaxedLabel})
 }
+
+// Registrar registers a component's collectors one after another and keeps the first error, so
+// that a metrics constructor reads as the list of its metrics. Use Add for each collector, then
+// Err once.
+type Registrar struct {
+	reg prometheus.Registerer
+	err error
+}
+
+// NewRegistrar returns a Registrar over reg; a nil reg registers nothing.
+func NewRegistrar(reg prometheus.Registerer) *Registrar { return &Registrar{reg: reg} }
+
+// Add registers c as Register does and returns the collector to use: c, or the one an earlier
+// registration of the same metric left in the registry. After a failure it registers nothing more
+// and returns c.
+func Add[T prometheus.Collector](r *Registrar, c T) T {
+	if r.err != nil {
+		return c
+	}
+	got, err := Register(r.reg, c)
+	r.err = err
+	return got
+}
+
+// Err returns the first registration error, if any.
+func (r *Registrar) Err() error { return r.err }
+
+// Done returns v and no error when every registration of r succeeded, else the zero value (nil
+// for a pointer) and the first error: the last line of a metrics constructor.
+func Done[T any](r *Registrar, v T) (T, error) {
+	if r.err != nil {
+		var zero T
+		return zero, r.err
+	}
+	return v, nil
+}

@@ -1,11 +1,9 @@
 package webhooks
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	jmetrics "github.com/joiner-dev/joiner/metrics"
 	"github.com/joiner-dev/joiner/policy"
 )
 
@@ -38,31 +36,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Policies Joiner's admission webhooks could not evaluate, by policy, enforcement action and kind.",
 		}, []string{"policy", "action", "kind"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	if m.violations, err = register(reg, m.violations); err != nil {
-		return nil, err
-	}
-	if m.errors, err = register(reg, m.errors); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func register(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var dup prometheus.AlreadyRegisteredError
-	if errors.As(err, &dup) {
-		if existing, ok := dup.ExistingCollector.(*prometheus.CounterVec); ok {
-			return existing, nil
-		}
-	}
-	return nil, fmt.Errorf("register webhook metrics: %w", err)
+	r := jmetrics.NewRegistrar(reg)
+	m.violations = jmetrics.Add(r, m.violations)
+	m.errors = jmetrics.Add(r, m.errors)
+	return jmetrics.Done(r, m)
 }
 
 func (m *metrics) record(kind string, v policy.Violation) {

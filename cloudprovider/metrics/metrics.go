@@ -28,12 +28,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Total number of errors returned from cloud provider calls. Labeled by the controller, method name, provider and error type."},
 			[]string{jmetrics.ControllerLabel, jmetrics.MethodLabel, jmetrics.ProviderLabel, jmetrics.ErrorLabel}),
 	}
-	var err error
-	if m.Duration, err = jmetrics.Register(reg, m.Duration); err != nil {
-		return nil, err
-	}
-	if m.Errors, err = jmetrics.Register(reg, m.Errors); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := jmetrics.NewRegistrar(reg)
+	m.Duration = jmetrics.Add(r, m.Duration)
+	m.Errors = jmetrics.Add(r, m.Errors)
+	return jmetrics.Done(r, m)
 }

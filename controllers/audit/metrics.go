@@ -29,15 +29,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metrics.Joiner, Subsystem: "audit", Name: "duration_seconds",
 			Help: "Time taken by one audit run.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 	}
-	var err error
-	if m.Violations, err = metrics.Register(reg, m.Violations); err != nil {
-		return nil, err
-	}
-	if m.Runs, err = metrics.Register(reg, m.Runs); err != nil {
-		return nil, err
-	}
-	if m.Duration, err = metrics.Register(reg, m.Duration); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := metrics.NewRegistrar(reg)
+	m.Violations = metrics.Add(r, m.Violations)
+	m.Runs = metrics.Add(r, m.Runs)
+	m.Duration = metrics.Add(r, m.Duration)
+	return metrics.Done(r, m)
 }

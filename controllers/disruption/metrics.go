@@ -82,22 +82,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		NodeClaimsDisrupted: metrics.NewNodeClaimsDisrupted(),
 		NodeClaimsCreated:   metrics.NewNodeClaimsCreated(),
 	}
-	var err error
+	r := metrics.NewRegistrar(reg)
 	for _, v := range []**prometheus.CounterVec{&m.Decisions, &m.DecisionsByNodePool, &m.Timeouts, &m.FailedValidations, &m.QueueFailures, &m.NodeClaimsDisrupted, &m.NodeClaimsCreated} {
-		if *v, err = metrics.Register(reg, *v); err != nil {
-			return nil, err
-		}
+		*v = metrics.Add(r, *v)
 	}
 	for _, v := range []**prometheus.GaugeVec{&m.EligibleNodes, &m.AllowedDisruptions, &m.NodesConsumingBudgets} {
-		if *v, err = metrics.Register(reg, *v); err != nil {
-			return nil, err
-		}
+		*v = metrics.Add(r, *v)
 	}
-	if m.EvaluationDuration, err = metrics.Register(reg, m.EvaluationDuration); err != nil {
-		return nil, err
-	}
+	m.EvaluationDuration = metrics.Add(r, m.EvaluationDuration)
 	for _, t := range []string{"multi", "single"} {
 		m.Timeouts.WithLabelValues(t)
 	}
-	return m, nil
+	return metrics.Done(r, m)
 }

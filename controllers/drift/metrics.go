@@ -29,11 +29,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "NodeClaims that became drifted. Labeled by drift reason (type) and owning nodepool."},
 			[]string{TypeLabel, metrics.NodePoolLabel}),
 	}
-	var err error
-	if m.Drifted, err = metrics.Register(reg, m.Drifted); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := metrics.NewRegistrar(reg)
+	m.Drifted = metrics.Add(r, m.Drifted)
+	return metrics.Done(r, m)
 }
 
 // drifted counts the NodeClaim, which just became drifted for reason.

@@ -32,14 +32,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "instances_terminated_total", Help: "Cloud instances without a NodeClaim that garbage collection terminated."}),
 		Disrupted: metrics.NewNodeClaimsDisrupted(),
 	}
-	var err error
-	if m.InstancesTerminated, err = metrics.Register(reg, m.InstancesTerminated); err != nil {
-		return nil, err
-	}
-	if m.Disrupted, err = metrics.Register(reg, m.Disrupted); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := metrics.NewRegistrar(reg)
+	m.InstancesTerminated = metrics.Add(r, m.InstancesTerminated)
+	m.Disrupted = metrics.Add(r, m.Disrupted)
+	return metrics.Done(r, m)
 }
 
 // nodeClaimDeleted counts a NodeClaim deleted because its instance was gone.

@@ -52,13 +52,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Initialized: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Joiner, Subsystem: "nodeclaims", Name: "initialized_total",
 			Help: "NodeClaims whose Node became initialized."}, []string{metrics.NodePoolLabel}),
 	}
-	var err error
+	r := metrics.NewRegistrar(reg)
 	for _, c := range []**prometheus.CounterVec{&m.Disrupted, &m.NodesCreated, &m.Initialized} {
-		if *c, err = metrics.Register(reg, *c); err != nil {
-			return nil, err
-		}
+		*c = metrics.Add(r, *c)
 	}
-	return m, nil
+	return metrics.Done(r, m)
 }
 
 // disrupted counts the NodeClaim, which the lifecycle controller just deleted for reason.

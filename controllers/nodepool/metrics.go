@@ -27,14 +27,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Karpenter, Subsystem: "nodepools", Name: "limit",
 			Help: "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type."}, labels),
 	}
-	var err error
-	if m.Usage, err = metrics.Register(reg, m.Usage); err != nil {
-		return nil, err
-	}
-	if m.Limit, err = metrics.Register(reg, m.Limit); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := metrics.NewRegistrar(reg)
+	m.Usage = metrics.Add(r, m.Usage)
+	m.Limit = metrics.Add(r, m.Limit)
+	return metrics.Done(r, m)
 }
 
 // observe publishes the NodePool's usage and limits, replacing what was published for it before

@@ -23,9 +23,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			[]string{metrics.NameLabel, metrics.NamespaceLabel, metrics.OwnerLabel, metrics.NodeLabel, metrics.NodePoolLabel, metrics.ZoneLabel,
 				metrics.ArchLabel, metrics.CapacityTypeLabel, metrics.InstanceTypeLabel, metrics.PhaseLabel, metrics.ReadyLabel}),
 	}
-	var err error
-	if m.State, err = metrics.Register(reg, m.State); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := metrics.NewRegistrar(reg)
+	m.State = metrics.Add(r, m.State)
+	return metrics.Done(r, m)
 }

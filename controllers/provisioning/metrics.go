@@ -42,17 +42,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		UnschedulablePods: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Karpenter, Subsystem: "scheduler",
 			Name: "unschedulable_pods_count", Help: "The number of unschedulable Pods. Labeled by the controller."}, []string{metrics.ControllerLabel}),
 	}
-	var err error
-	if m.SchedulingDuration, err = metrics.Register(reg, m.SchedulingDuration); err != nil {
-		return nil, err
-	}
-	if m.NodeClaimsCreated, err = metrics.Register(reg, m.NodeClaimsCreated); err != nil {
-		return nil, err
-	}
-	if m.UnschedulablePods, err = metrics.Register(reg, m.UnschedulablePods); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := metrics.NewRegistrar(reg)
+	m.SchedulingDuration = metrics.Add(r, m.SchedulingDuration)
+	m.NodeClaimsCreated = metrics.Add(r, m.NodeClaimsCreated)
+	m.UnschedulablePods = metrics.Add(r, m.UnschedulablePods)
+	return metrics.Done(r, m)
 }
 
 // created counts a NodeClaim the provisioner created from plan.

@@ -31,14 +31,10 @@ type Metrics struct {
 // already registered with reg (by another controller, or an earlier call) are reused.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{NodeClaimsCreated: metrics.NewNodeClaimsCreated(), NodeClaimsDisrupted: metrics.NewNodeClaimsDisrupted()}
-	var err error
-	if m.NodeClaimsCreated, err = metrics.Register(reg, m.NodeClaimsCreated); err != nil {
-		return nil, err
-	}
-	if m.NodeClaimsDisrupted, err = metrics.Register(reg, m.NodeClaimsDisrupted); err != nil {
-		return nil, err
-	}
-	return m, nil
+	r := metrics.NewRegistrar(reg)
+	m.NodeClaimsCreated = metrics.Add(r, m.NodeClaimsCreated)
+	m.NodeClaimsDisrupted = metrics.Add(r, m.NodeClaimsDisrupted)
+	return metrics.Done(r, m)
 }
 
 func (m *Metrics) created(pool string) {

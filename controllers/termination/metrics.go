@@ -75,19 +75,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "The number of eviction requests by the HTTP status code of their response."},
 			[]string{metrics.CodeLabel}),
 	}
-	var err error
+	r := metrics.NewRegistrar(reg)
 	for _, c := range []**prometheus.CounterVec{&m.NodeClaimsTerminated, &m.NodesTerminated, &m.NodesDrained, &m.PodsDrained, &m.EvictionRequests} {
-		if *c, err = metrics.Register(reg, *c); err != nil {
-			return nil, err
-		}
+		*c = metrics.Add(r, *c)
 	}
-	if m.NodeClaimTerminationDuration, err = metrics.Register(reg, m.NodeClaimTerminationDuration); err != nil {
-		return nil, err
-	}
-	if m.NodeTerminationDuration, err = metrics.Register(reg, m.NodeTerminationDuration); err != nil {
-		return nil, err
-	}
-	return m, nil
+	m.NodeClaimTerminationDuration = metrics.Add(r, m.NodeClaimTerminationDuration)
+	m.NodeTerminationDuration = metrics.Add(r, m.NodeTerminationDuration)
+	return metrics.Done(r, m)
 }
 
 // nodeClaimTerminated counts the NodeClaim whose finalizer was released at now.

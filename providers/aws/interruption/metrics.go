@@ -45,23 +45,15 @@ func newMetrics() *Metrics {
 // register registers m with reg (nil registers nothing) and returns the registered collectors,
 // reusing those already registered.
 func (m *Metrics) register(reg prometheus.Registerer) (*Metrics, error) {
-	received, err := metrics.Register(reg, m.Received)
-	if err != nil {
+	r := metrics.NewRegistrar(reg)
+	out := &Metrics{
+		Received: metrics.Add(r, m.Received), Deleted: metrics.Add(r, m.Deleted),
+		QueueDuration: metrics.Add(r, m.QueueDuration), Disrupted: metrics.Add(r, m.Disrupted),
+	}
+	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("interruption metrics: %w", err)
 	}
-	deleted, err := metrics.Register(reg, m.Deleted)
-	if err != nil {
-		return nil, fmt.Errorf("interruption metrics: %w", err)
-	}
-	queue, err := metrics.Register(reg, m.QueueDuration)
-	if err != nil {
-		return nil, fmt.Errorf("interruption metrics: %w", err)
-	}
-	disrupted, err := metrics.Register(reg, m.Disrupted)
-	if err != nil {
-		return nil, fmt.Errorf("interruption metrics: %w", err)
-	}
-	return &Metrics{Received: received, Deleted: deleted, QueueDuration: queue, Disrupted: disrupted}, nil
+	return out, nil
 }
 
 // disrupted counts a NodeClaim deleted for a message of kind.
