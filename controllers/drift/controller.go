@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/nodeclasswatch"
+
 	"github.com/joiner-dev/joiner/controllers/defaults"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,19 +186,9 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodeClaimRequests(c.kube)),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles})
-	logger := mgr.GetLogger().WithName(ControllerName)
-	for _, gvk := range c.opts.NodeClassKinds {
-		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			if meta.IsNoMatchError(err) {
-				logger.Info("not watching node class kind the cluster does not serve", "kind", gvk.String())
-				continue
-			}
-			return fmt.Errorf("set up %s controller: resolve %s: %w", ControllerName, gvk, err)
-		}
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
-		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(c.nodeClaimsOfNodeClass(gvk.GroupKind())),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	b, err := nodeclasswatch.Served(b, mgr.GetRESTMapper(), mgr.GetLogger().WithName(ControllerName), c.opts.NodeClassKinds, c.nodeClaimsOfNodeClass, predicate.GenerationChangedPredicate{})
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
 	}
 	if err := b.Complete(c); err != nil {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)

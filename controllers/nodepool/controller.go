@@ -10,13 +10,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/nodeclasswatch"
+
 	"github.com/joiner-dev/joiner/controllers/defaults"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -113,18 +114,9 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&karpv1.NodePool{}).
 		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(nodePoolOfNodeClaim))
-	logger := mgr.GetLogger().WithName(ControllerName)
-	for _, gvk := range c.opts.NodeClassKinds {
-		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			if meta.IsNoMatchError(err) {
-				logger.Info("not watching node class kind the cluster does not serve", "kind", gvk.String())
-				continue
-			}
-			return fmt.Errorf("set up %s controller: resolve %s: %w", ControllerName, gvk, err)
-		}
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
-		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(c.nodePoolsOfNodeClass(gvk.GroupKind())))
+	b, err := nodeclasswatch.Served(b, mgr.GetRESTMapper(), mgr.GetLogger().WithName(ControllerName), c.opts.NodeClassKinds, c.nodePoolsOfNodeClass)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
 	}
 	if err := b.Complete(c); err != nil {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
