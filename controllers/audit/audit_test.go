@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/eventstest"
+
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,16 +182,9 @@ func newFixture(t *testing.T, policies []*v1alpha1.ProvisioningPolicy, objects [
 
 // events drains the recorded Events, sorted.
 func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			slices.Sort(out)
-			return out
-		}
-	}
+	out := eventstest.Drain(f.recorder)
+	slices.Sort(out)
+	return out
 }
 
 // status returns the audit status of the named policy.
@@ -205,7 +201,7 @@ func (f *fixture) status(t *testing.T, name string) v1alpha1.ProvisioningPolicyS
 func (f *fixture) violationGauges(t *testing.T) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	for _, m := range f.family(t, "joiner_audit_violations") {
+	for _, m := range metricstest.Family(t, f.registry, "joiner_audit_violations") {
 		labels := map[string]string{}
 		for _, lp := range m.GetLabel() {
 			labels[lp.GetName()] = lp.GetValue()
@@ -218,28 +214,13 @@ func (f *fixture) violationGauges(t *testing.T) map[string]float64 {
 // runs returns joiner_audit_runs_total and the sample count of joiner_audit_duration_seconds.
 func (f *fixture) runs(t *testing.T) (runs float64, durations uint64) {
 	t.Helper()
-	for _, m := range f.family(t, "joiner_audit_runs_total") {
+	for _, m := range metricstest.Family(t, f.registry, "joiner_audit_runs_total") {
 		runs = m.GetCounter().GetValue()
 	}
-	for _, m := range f.family(t, "joiner_audit_duration_seconds") {
+	for _, m := range metricstest.Family(t, f.registry, "joiner_audit_duration_seconds") {
 		durations = m.GetHistogram().GetSampleCount()
 	}
 	return runs, durations
-}
-
-// family returns the metrics of the named family in the fixture's registry.
-func (f *fixture) family(t *testing.T, name string) []*dto.Metric {
-	t.Helper()
-	families, err := f.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fam := range families {
-		if fam.GetName() == name {
-			return fam.GetMetric()
-		}
-	}
-	return nil
 }
 
 // unlabelledNodePools returns n NodePools named np-00, np-01, ... without a team label, in a shuffled

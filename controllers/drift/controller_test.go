@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -315,15 +316,6 @@ func TestHashVersionChangeDoesNotDrift(t *testing.T) {
 	})
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var out dto.Metric
-	if err := c.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.GetCounter().GetValue()
-}
-
 // TestDriftedMetricCountsTransitions drifts a NodeClaim, undrifts it by reverting the change, and
 // drifts it again: each time it becomes drifted counts once, however often it is reconciled.
 func TestDriftedMetricCountsTransitions(t *testing.T) {
@@ -357,7 +349,7 @@ func TestDriftedMetricCountsTransitions(t *testing.T) {
 			if err := hasDrift(ctx, nc, s.want); err != nil {
 				return err
 			}
-			if got := counterValue(t, counter); got != s.count {
+			if got := metricstest.Value(t, counter); got != s.count {
 				return fmt.Errorf("karpenter_nodeclaims_drifted_total{type=NodePoolDrifted} = %v, want %v", got, s.count)
 			}
 			return nil

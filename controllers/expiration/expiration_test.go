@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,26 +125,8 @@ func touch(t *testing.T, nc *karpv1.NodeClaim) {
 // capacity_type="on-demand"} (0 when the series does not exist).
 func expiredCount(t *testing.T, reg *prometheus.Registry, pool string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"reason": expiration.DisruptedExpired, "nodepool": pool, "capacity_type": karpv1.CapacityTypeOnDemand}
-	for _, f := range families {
-		if f.GetName() != "karpenter_nodeclaims_disrupted_total" {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want[l.GetName()] != l.GetValue() {
-					continue series
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metricstest.Sum(t, reg, "karpenter_nodeclaims_disrupted_total",
+		map[string]string{"reason": expiration.DisruptedExpired, "nodepool": pool, "capacity_type": karpv1.CapacityTypeOnDemand})
 }
 
 // state returns nil when the NodeClaim is in the wanted state: "deleted", "expired" (exists with

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -126,38 +128,6 @@ func (h *harness) exists(t *testing.T, providerID string) bool {
 	return err == nil
 }
 
-// counter returns the value of a counter in the harness's registry: the sum of its series that
-// carry every label of want.
-func (h *harness) counter(t *testing.T, name string, want map[string]string) float64 {
-	t.Helper()
-	families, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		sum := 0.0
-	series:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-		return sum
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
-}
-
 func TestOrphanedInstances(t *testing.T) {
 	cases := []struct {
 		name string
@@ -193,7 +163,7 @@ func TestOrphanedInstances(t *testing.T) {
 			if tc.wantAfterGrace {
 				want = 0
 			}
-			if got := h.counter(t, "joiner_garbage_collection_instances_terminated_total", nil); got != want {
+			if got := metricstest.Sum(t, h.reg, "joiner_garbage_collection_instances_terminated_total", nil); got != want {
 				t.Errorf("instances terminated metric %v, want %v", got, want)
 			}
 		})
@@ -259,7 +229,7 @@ func TestNodeClaimsWhoseInstanceIsGone(t *testing.T) {
 			nct.Eventually(t, 20*time.Second, "nodeclaim deleted and terminated", func(ctx context.Context) error {
 				return errors.Join(env.Gone(ctx, nc), env.HasEvent(ctx, nc.Name, garbagecollection.ReasonInstanceNotFound, id))
 			})
-			if got := h.counter(t, "karpenter_nodeclaims_disrupted_total", map[string]string{"reason": "garbage_collected", "nodepool": "pool-a"}); got != 1 {
+			if got := metricstest.Sum(t, h.reg, "karpenter_nodeclaims_disrupted_total", map[string]string{"reason": "garbage_collected", "nodepool": "pool-a"}); got != 1 {
 				t.Errorf("nodeclaims deleted metric %v, want 1", got)
 			}
 		})

@@ -3,8 +3,9 @@ package nodeclaim
 import (
 	"testing"
 
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -32,7 +33,7 @@ func TestDisruptedMetric(t *testing.T) {
 				karpv1.NodePoolLabelKey: "pool", karpv1.CapacityTypeLabelKey: "spot",
 			}}}
 			m.disrupted(nc, disruptionReason(tc.eventReason))
-			if got := counterValue(t, m.Disrupted.WithLabelValues(tc.want, "pool", "spot")); got != 1 {
+			if got := metricstest.Value(t, m.Disrupted.WithLabelValues(tc.want, "pool", "spot")); got != 1 {
 				t.Errorf("karpenter_nodeclaims_disrupted_total{reason=%q,nodepool=pool,capacity_type=spot} = %v, want 1", tc.want, got)
 			}
 		})
@@ -47,7 +48,7 @@ func TestNodesCreatedMetricUsesTheNodeLabels(t *testing.T) {
 	m.nodeCreated(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
 		karpv1.NodePoolLabelKey: "pool", corev1.LabelTopologyZone: "zone-b",
 	}}})
-	if got := counterValue(t, m.NodesCreated.WithLabelValues("pool", "zone-b")); got != 1 {
+	if got := metricstest.Value(t, m.NodesCreated.WithLabelValues("pool", "zone-b")); got != 1 {
 		t.Errorf("karpenter_nodes_created_total{nodepool=pool,zone=zone-b} = %v, want 1", got)
 	}
 }
@@ -67,13 +68,4 @@ func TestSharedMetricsRegisterTwice(t *testing.T) {
 	if first.Disrupted != second.Disrupted || first.NodesCreated != second.NodesCreated {
 		t.Error("the second NewMetrics did not reuse the registered metrics")
 	}
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var out dto.Metric
-	if err := c.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.GetCounter().GetValue()
 }

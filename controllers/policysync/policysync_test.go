@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/eventstest"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,19 +122,6 @@ func heavyNodePool() map[string]any {
 		"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
 		"metadata": map[string]any{"name": "heavy"},
 		"spec":     map[string]any{"weight": 90},
-	}
-}
-
-// drain returns the Events recorded so far.
-func drain(r *events.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-r.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
 	}
 }
 
@@ -285,7 +274,7 @@ func TestPolicyReconcilerCompiles(t *testing.T) {
 			if got.Status.TotalViolations != 4 {
 				t.Errorf("totalViolations %d; the audit's status fields must survive compiling", got.Status.TotalViolations)
 			}
-			if ev := drain(recorder); !slices.Equal(ev, tc.wantEvents) {
+			if ev := eventstest.Drain(recorder); !slices.Equal(ev, tc.wantEvents) {
 				t.Errorf("events\n got %q\nwant %q", ev, tc.wantEvents)
 			}
 			if names := engine.PolicyNames(); !slices.Equal(names, tc.wantPolicies) {
@@ -332,7 +321,7 @@ func TestPolicyReconcilerRemoves(t *testing.T) {
 			if names := engine.PolicyNames(); !slices.Equal(names, []string{"cap-weight", "other"}) {
 				t.Fatalf("engine policies %q before the deletion", names)
 			}
-			drain(recorder)
+			eventstest.Drain(recorder)
 			changes = 0
 
 			if err := c.Delete(ctx, &v1alpha1.ProvisioningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cap-weight"}}); err != nil {
@@ -347,7 +336,7 @@ func TestPolicyReconcilerRemoves(t *testing.T) {
 			if changes != 1 {
 				t.Errorf("OnChange called %d times, want 1", changes)
 			}
-			if ev := drain(recorder); len(ev) != 0 {
+			if ev := eventstest.Drain(recorder); len(ev) != 0 {
 				t.Errorf("unexpected events %q", ev)
 			}
 			if err := r.Synced(ctx, c); err != nil {

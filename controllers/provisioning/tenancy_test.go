@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/eventstest"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,9 +104,7 @@ func provisionRound(t *testing.T, objects []client.Object, funcs *interceptor.Fu
 		}
 	}
 	p.mu.Unlock()
-	for len(recorder.Events) > 0 {
-		recorded = append(recorded, <-recorder.Events)
-	}
+	recorded = append(recorded, eventstest.Drain(recorder)...)
 	return nominated, claims, recorded
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -44,40 +46,10 @@ func startController(t *testing.T) *harness {
 	return h
 }
 
-// counter returns the sum of the series of a counter in the harness's registry that carry every
-// label of want (0 when there are none).
-func (h *harness) counter(t *testing.T, name string, want map[string]string) float64 {
-	t.Helper()
-	families, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 func (h *harness) waitCounter(t *testing.T, name string, labels map[string]string, want float64) {
 	t.Helper()
 	nct.Eventually(t, 10*time.Second, name, func(context.Context) error {
-		if got := h.counter(t, name, labels); got != want {
+		if got := metricstest.Sum(t, h.reg, name, labels); got != want {
 			return fmt.Errorf("%s%v is %v, want %v", name, labels, got, want)
 		}
 		return nil

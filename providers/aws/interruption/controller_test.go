@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/eventstest"
+
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
+
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -134,15 +138,6 @@ func node(name, instance string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1b/" + instance}}
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var out dto.Metric
-	if err := c.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.GetCounter().GetValue()
-}
-
 type fixture struct {
 	kube     client.Client
 	queue    *fakeSQS
@@ -176,18 +171,6 @@ func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *
 		t.Fatal(err)
 	}
 	return f
-}
-
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
 }
 
 // deleting reports whether the NodeClaim is being deleted (it keeps its finalizer here).
@@ -251,7 +234,7 @@ func TestPollActsOnEachKind(t *testing.T) {
 			if !slices.Equal(f.marks.got, tt.wantMarks) {
 				t.Errorf("marked %v, want %v", f.marks.got, tt.wantMarks)
 			}
-			evs := f.events()
+			evs := eventstest.Drain(f.recorder)
 			if tt.wantReason == "" {
 				if len(evs) != 0 {
 					t.Errorf("events %q, want none", evs)
@@ -262,17 +245,17 @@ func TestPollActsOnEachKind(t *testing.T) {
 			if got := f.queue.deletedHandles(); !slices.Equal(got, []string{"r-1"}) {
 				t.Errorf("deleted messages %v, want the one received", got)
 			}
-			if v := counterValue(t, f.c.metrics.Received.WithLabelValues(string(tt.kind))); v != 1 {
+			if v := metricstest.Value(t, f.c.metrics.Received.WithLabelValues(string(tt.kind))); v != 1 {
 				t.Errorf("received{%s} = %v, want 1", tt.kind, v)
 			}
-			if v := counterValue(t, f.c.metrics.Deleted); v != 1 {
+			if v := metricstest.Value(t, f.c.metrics.Deleted); v != 1 {
 				t.Errorf("deleted = %v, want 1", v)
 			}
 			wantDisrupted := 0.0
 			if tt.wantDelete {
 				wantDisrupted = 1
 			}
-			if v := counterValue(t, f.c.metrics.Disrupted.WithLabelValues(string(tt.kind), "default", tt.capacity)); v != wantDisrupted {
+			if v := metricstest.Value(t, f.c.metrics.Disrupted.WithLabelValues(string(tt.kind), "default", tt.capacity)); v != wantDisrupted {
 				t.Errorf("nodeclaims_disrupted_total{%s} = %v, want %v", tt.kind, v, wantDisrupted)
 			}
 			var h dto.Metric
@@ -303,8 +286,8 @@ func TestPollBatchOfMessages(t *testing.T) {
 		t.Errorf("deleted %v, want all four messages", got)
 	}
 	// Instance a got two messages; it is deleted, and counted, once.
-	if v := counterValue(t, f.c.metrics.Disrupted.WithLabelValues(string(KindSpotInterrupted), "default", "spot")) +
-		counterValue(t, f.c.metrics.Disrupted.WithLabelValues(string(KindInstanceTerminated), "default", "spot")); v != 2 {
+	if v := metricstest.Value(t, f.c.metrics.Disrupted.WithLabelValues(string(KindSpotInterrupted), "default", "spot")) +
+		metricstest.Value(t, f.c.metrics.Disrupted.WithLabelValues(string(KindInstanceTerminated), "default", "spot")); v != 2 {
 		t.Errorf("disrupted %v, want 2 (a once, b once)", v)
 	}
 	if f.queue.urlCalls != 1 {
@@ -347,8 +330,8 @@ func TestStaleCacheDoesNotDeleteTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	disrupted := func() float64 {
-		return counterValue(t, f.c.metrics.Disrupted.WithLabelValues(string(KindSpotInterrupted), "default", "spot")) +
-			counterValue(t, f.c.metrics.Disrupted.WithLabelValues(string(KindInstanceTerminated), "default", "spot"))
+		return metricstest.Value(t, f.c.metrics.Disrupted.WithLabelValues(string(KindSpotInterrupted), "default", "spot")) +
+			metricstest.Value(t, f.c.metrics.Disrupted.WithLabelValues(string(KindInstanceTerminated), "default", "spot"))
 	}
 	if deletes != 1 || disrupted() != 1 || len(f.queue.deletedHandles()) != 2 {
 		t.Errorf("deletes %d, disrupted %v, messages deleted %v; want the NodeClaim deleted and counted once, both messages deleted",

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/testsupport/eventstest"
+
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -131,8 +133,8 @@ func TestMotoInterruptionQueue(t *testing.T) {
 		t.Errorf("queue duration observed %v messages, want 3", n)
 	}
 	var reasons []string
-	for len(recorder.Events) > 0 {
-		reasons = append(reasons, strings.Fields(<-recorder.Events)[1])
+	for _, e := range eventstest.Drain(recorder) {
+		reasons = append(reasons, strings.Fields(e)[1])
 	}
 	if strings.Join(reasons, ",") != "SpotInterrupted,SpotRebalanceRecommendation" && strings.Join(reasons, ",") != "SpotRebalanceRecommendation,SpotInterrupted" {
 		t.Errorf("events %v, want one SpotInterrupted and one SpotRebalanceRecommendation", reasons)
