@@ -39,8 +39,8 @@ var grantNeeds = []need{
 	{group: "karpenter.sh", resource: "nodepools", verb: "get", where: "controllers/nodepoolhash/controller.go:Controller.Reconcile"},
 	{group: "karpenter.sh", resource: "nodepools", verb: "list", where: "controllers/nodepool/controller.go:Controller.nodePoolsOfNodeClass"},
 	{group: "karpenter.sh", resource: "nodepools", verb: "watch", where: "controllers/nodepoolhash/controller.go:Controller.SetupWithManager"},
-	{group: "karpenter.sh", resource: "nodepools", verb: "patch", where: "controllers/nodepoolhash/controller.go:Controller.Reconcile"},
-	{group: "karpenter.sh", resource: "nodepools/status", verb: "patch", where: "controllers/nodepool/controller.go:Controller.Reconcile"},
+	{group: "karpenter.sh", resource: "nodepools", verb: "patch", where: "controllers/statusreconcile/statusreconcile.go:PatchObject"},
+	{group: "karpenter.sh", resource: "nodepools/status", verb: "patch", where: "controllers/statusreconcile/statusreconcile.go:PatchStatus"},
 	{group: "karpenter.sh", resource: "nodepools/finalizers", verb: "update", where: "api/karpenter/v1/hash.go:NodePool.OwnerReference", via: viaOwnerRefs},
 
 	{group: "karpenter.sh", resource: "nodeclaims", verb: "get", where: "controllers/nodeclaim/controller.go:Controller.Reconcile"},
@@ -61,7 +61,7 @@ var grantNeeds = []need{
 	{group: "joiner.dev", resource: "localnodeclasses", verb: "get", where: "providers/local/nodeclass.go:Provider.nodeClass"},
 	{group: "joiner.dev", resource: "localnodeclasses", verb: "list", where: "providers/local/nodeclass_controller.go:NodeClassController.SetupWithManager"},
 	{group: "joiner.dev", resource: "localnodeclasses", verb: "watch", where: "providers/local/nodeclass_controller.go:NodeClassController.SetupWithManager"},
-	{group: "joiner.dev", resource: "localnodeclasses/status", verb: "patch", where: "providers/local/nodeclass_controller.go:NodeClassController.Reconcile"},
+	{group: "joiner.dev", resource: "localnodeclasses/status", verb: "patch", where: "controllers/statusreconcile/statusreconcile.go:PatchStatus"},
 
 	{group: "joiner.dev", resource: "provisioningpolicies", verb: "get", where: "controllers/policysync/policy.go:PolicyReconciler.Reconcile"},
 	{group: "joiner.dev", resource: "provisioningpolicies", verb: "list", where: "controllers/policysync/policy.go:PolicyReconciler.Synced"},
@@ -69,7 +69,7 @@ var grantNeeds = []need{
 	{group: "joiner.dev", resource: "provisioningpolicies/status", verb: "patch", where: "controllers/policysync/policy.go:PolicyReconciler.patchStatus"},
 
 	{resource: "nodes", verb: "get", where: "providers/local/launch.go:Provider.getNode"},
-	{resource: "nodes", verb: "list", where: "providers/local/provider.go:Provider.List"},
+	{resource: "nodes", verb: "list", where: "providers/local/lookup.go:Provider.List"},
 	{resource: "nodes", verb: "watch", where: "controllers/nodeclaim/controller.go:Controller.SetupWithManager"},
 	{resource: "nodes", verb: "create", where: "providers/local/launch.go:Provider.register"},
 	{resource: "nodes", verb: "patch", where: "controllers/nodeclaim/registration.go:registration.Reconcile"},
@@ -85,14 +85,14 @@ var grantNeeds = []need{
 	{resource: "namespaces", verb: "list", where: "controllers/provisioning/tenancy.go:Provisioner.boundNodePools"},
 	{resource: "namespaces", verb: "watch", where: "controllers/provisioning/tenancy.go:Provisioner.boundNodePools"},
 
-	{group: "apps", resource: "daemonsets", verb: "list", where: "controllers/provisioning/state.go:ReadClusterState"},
-	{group: "apps", resource: "daemonsets", verb: "watch", where: "controllers/provisioning/state.go:ReadClusterState"},
-	{resource: "persistentvolumeclaims", verb: "list", where: "controllers/provisioning/state.go:ReadClusterState"},
-	{resource: "persistentvolumeclaims", verb: "watch", where: "controllers/provisioning/state.go:ReadClusterState"},
-	{resource: "persistentvolumes", verb: "list", where: "controllers/provisioning/state.go:ReadClusterState"},
-	{resource: "persistentvolumes", verb: "watch", where: "controllers/provisioning/state.go:ReadClusterState"},
-	{group: "storage.k8s.io", resource: "storageclasses", verb: "list", where: "controllers/provisioning/state.go:ReadClusterState"},
-	{group: "storage.k8s.io", resource: "storageclasses", verb: "watch", where: "controllers/provisioning/state.go:ReadClusterState"},
+	{group: "apps", resource: "daemonsets", verb: "list", where: "controllers/state/state.go:ReadClusterState"},
+	{group: "apps", resource: "daemonsets", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
+	{resource: "persistentvolumeclaims", verb: "list", where: "controllers/state/state.go:ReadClusterState"},
+	{resource: "persistentvolumeclaims", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
+	{resource: "persistentvolumes", verb: "list", where: "controllers/state/state.go:ReadClusterState"},
+	{resource: "persistentvolumes", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
+	{group: "storage.k8s.io", resource: "storageclasses", verb: "list", where: "controllers/state/state.go:ReadClusterState"},
+	{group: "storage.k8s.io", resource: "storageclasses", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
 	{group: "policy", resource: "poddisruptionbudgets", verb: "list", where: "controllers/disruption/controller.go:ReadState"},
 	{group: "policy", resource: "poddisruptionbudgets", verb: "watch", where: "controllers/disruption/controller.go:ReadState"},
 
@@ -146,11 +146,16 @@ var dynamicCalls = []struct {
 	{"certs/rotator.go:Rotator.inject", "update", []string{"admissionregistration.k8s.io/mutatingwebhookconfigurations", "admissionregistration.k8s.io/validatingwebhookconfigurations"}},
 	{"certs/webhookconfig.go:getConfig", "get", []string{"admissionregistration.k8s.io/mutatingwebhookconfigurations", "admissionregistration.k8s.io/validatingwebhookconfigurations"}},
 	{"controllers/audit/audit.go:Auditor.RunOnce", "list", auditedResources},
-	{"controllers/provisioning/state.go:ReadClusterState", "list", []string{"/pods", "/nodes", "karpenter.sh/nodeclaims", "karpenter.sh/nodepools", "apps/daemonsets",
+	{"controllers/state/state.go:ReadClusterState", "list", []string{"/pods", "/nodes", "karpenter.sh/nodeclaims", "karpenter.sh/nodepools", "apps/daemonsets",
 		"/persistentvolumeclaims", "/persistentvolumes", "storage.k8s.io/storageclasses"}},
 	{"controllers/nodepool/readiness.go:Controller.nodeClassReadiness", "get", []string{"karpenter.k8s.aws/ec2nodeclasses", "joiner.dev/localnodeclasses"}},
 	{"controllers/policysync/inventory.go:InventoryReconciler.Reconcile", "get", []string{"karpenter.sh/nodepools", "karpenter.k8s.aws/ec2nodeclasses", "joiner.dev/localnodeclasses"}},
 	{"webhooks/nodepool.go:templateChecks.nodeClassFindings", "get", []string{"karpenter.k8s.aws/ec2nodeclasses", "joiner.dev/localnodeclasses"}},
+	// The status skeleton serves the consolidatable, drift and expiration controllers (NodeClaims)
+	// and the LocalNodeClass status; PatchStatus also the NodePool status, PatchObject the hash stamp.
+	{"controllers/statusreconcile/statusreconcile.go:Reconciler.Reconcile", "get", []string{"karpenter.sh/nodeclaims", "joiner.dev/localnodeclasses"}},
+	{"controllers/statusreconcile/statusreconcile.go:PatchStatus", "patch", []string{"karpenter.sh/nodeclaims/status", "karpenter.sh/nodepools/status", "joiner.dev/localnodeclasses/status"}},
+	{"controllers/statusreconcile/statusreconcile.go:PatchObject", "patch", []string{"karpenter.sh/nodepools"}},
 }
 
 // checkGrantsHaveNeeds asserts, for one rendering, that every (group, resource, verb) bound to the

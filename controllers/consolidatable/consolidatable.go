@@ -55,9 +55,7 @@ type Controller struct {
 // NewController returns a Consolidatable condition controller. kube should be a manager's cached
 // client. A nil clock means the real clock.
 func NewController(kube client.Client, clk clock.Clock, opts Options) *Controller {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	opts.MaxConcurrentReconciles = defaults.Positive(opts.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
 	c := &Controller{kube: kube, clock: clk, opts: opts}
 	c.status = statusreconcile.NodeClaims(kube, c.decide)

@@ -3,6 +3,9 @@ package defaults
 import (
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestPositive(t *testing.T) {
@@ -16,5 +19,18 @@ func TestPositive(t *testing.T) {
 	}
 	if got := Positive(2*time.Second, time.Minute); got != 2*time.Second {
 		t.Errorf("Positive(2s, 1m) = %v, want 2s", got)
+	}
+}
+
+func TestClock(t *testing.T) {
+	if _, ok := Clock[clock.Clock](nil).(clock.RealClock); !ok {
+		t.Error("Clock(nil) is not the real clock")
+	}
+	if _, ok := Clock[clock.PassiveClock](nil).(clock.RealClock); !ok {
+		t.Error("Clock[PassiveClock](nil) is not the real clock")
+	}
+	fake := clocktesting.NewFakeClock(time.Unix(1, 0))
+	if got := Clock[clock.Clock](fake); got != fake {
+		t.Errorf("Clock(fake) = %v, want the fake clock", got)
 	}
 }

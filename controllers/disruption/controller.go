@@ -111,9 +111,7 @@ func NewController(kube client.Client, reader client.Reader, cloud cloudprovider
 	if err != nil {
 		return nil, fmt.Errorf("disruption metrics: %w", err)
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	opts = opts.withDefaults()
 	return &Controller{
 		kube: kube, reader: reader, cloud: cloud, clock: clk, recorder: recorder, log: log, metrics: m,

@@ -89,9 +89,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk cl
 	if cloud == nil {
 		return nil, fmt.Errorf("new %s controller: a cloud provider is required", ControllerName)
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("new %s controller: %w", ControllerName, err)

@@ -99,9 +99,7 @@ type Controller struct {
 // recorder a manager's GetEventRecorder(ControllerName); reg the registry for its metrics (nil
 // skips them). A nil clock means the real clock.
 func NewController(kube client.Client, live client.Reader, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder events.EventRecorder, reg prometheus.Registerer, opts Options) (*Controller, error) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err

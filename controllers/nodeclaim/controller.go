@@ -90,9 +90,7 @@ type Controller struct {
 // manager's GetEventRecorder(ControllerName), and reg the registry for its metrics (nil skips
 // them). A nil clock means the real clock.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder events.EventRecorder, reg prometheus.Registerer, opts Options) (*Controller, error) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err

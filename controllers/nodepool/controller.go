@@ -1,5 +1,5 @@
 // Package nodepool keeps NodePool status current: status.resources and status.nodes add up the
-// NodeClaims labelled with the NodePool (counter.go), ValidationSucceeded reports the runtime
+// NodeClaims labelled with the NodePool (counter.go, with the arithmetic of package state), ValidationSucceeded reports the runtime
 // validation the validating webhook also enforces (validation.go), and NodeClassReady and the root
 // Ready follow the referenced node class (readiness.go). It only writes NodePool status; it never
 // changes NodeClaims, Nodes or node classes.
@@ -71,9 +71,7 @@ type Controller struct {
 // server); mapper resolves a nodeClassRef's group and kind (a manager's GetRESTMapper()); reg
 // receives its metrics (nil skips them). A nil clock means the real clock.
 func NewController(kube client.Client, mapper meta.RESTMapper, clk clock.Clock, reg prometheus.Registerer, opts Options) (*Controller, error) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err

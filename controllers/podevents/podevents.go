@@ -74,9 +74,7 @@ type Controller struct {
 // NodeClaim provider-ID index of package fieldindex must be registered; SetupWithManager does
 // it). A nil clock means the real clock.
 func NewController(kube client.Client, clk clock.Clock, opts Options) *Controller {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	return &Controller{kube: kube, clock: clk, opts: opts.withDefaults()}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -107,9 +109,7 @@ func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventR
 	if err != nil {
 		return nil, fmt.Errorf("provisioner metrics: %w", err)
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	if opts.BatchIdle == 0 {
 		opts.BatchIdle = DefaultBatchIdle
 	}

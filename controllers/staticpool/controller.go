@@ -94,9 +94,7 @@ type Controller struct {
 // GetEventRecorder(ControllerName); reg the registry for its metrics (nil skips them). A nil
 // clock means the real clock.
 func NewController(kube client.Client, clk clock.Clock, recorder events.EventRecorder, reg prometheus.Registerer, opts Options) (*Controller, error) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -127,12 +127,3 @@ func NodeClaims(kube client.Client, decide Decision[*karpv1.NodeClaim]) *Reconci
 		Status: func(nc *karpv1.NodeClaim) any { return &nc.Status },
 	}
 }
-
-// NodePools returns the skeleton for the status of NodePools, with decide as the decision.
-func NodePools(kube client.Client, decide Decision[*karpv1.NodePool]) *Reconciler[*karpv1.NodePool] {
-	return &Reconciler[*karpv1.NodePool]{
-		Kube: kube, Kind: "nodepool", Decide: decide,
-		New:    func() *karpv1.NodePool { return &karpv1.NodePool{} },
-		Status: func(np *karpv1.NodePool) any { return &np.Status },
-	}
-}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,9 +53,7 @@ type Drainer struct {
 // NewDrainer returns a Drainer. kube evicts and deletes pods; pods lists them by node (use an
 // uncached reader, such as a manager's GetAPIReader(), so that no pod cache is needed).
 func NewDrainer(kube client.Client, pods client.Reader, clk clock.Clock, recorder events.EventRecorder, metrics *Metrics) *Drainer {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	return &Drainer{kube: kube, pods: pods, clock: clk, recorder: recorder, metrics: metrics}
 }
 

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"k8s.io/utils/clock"
 )
 
@@ -26,9 +28,7 @@ type UnavailableOfferings struct {
 // NewUnavailableOfferings returns an empty cache whose entries live ttl (DefaultUnavailableTTL
 // when ttl <= 0), timed by clk (the real clock when nil).
 func NewUnavailableOfferings(clk clock.PassiveClock, ttl time.Duration) *UnavailableOfferings {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	if ttl <= 0 {
 		ttl = DefaultUnavailableTTL
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -46,9 +48,7 @@ func NewNodeClassController(kube client.Client, cat *catalog.Catalog, clk clock.
 	if cat == nil {
 		return nil, errors.New("new LocalNodeClass controller: a catalog is required")
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	return &NodeClassController{kube: kube, catalog: cat, clock: clk}, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -101,9 +103,7 @@ func New(ctx context.Context, kube client.Client, opts Options) (*Provider, erro
 		}
 		p.catalog = cat
 	}
-	if p.clock == nil {
-		p.clock = clock.RealClock{}
-	}
+	p.clock = defaults.Clock(p.clock)
 	if p.log.GetSink() == nil {
 		p.log = logr.Discard()
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -70,9 +72,7 @@ func NewController(kube client.Client, ec2 EC2API, iam IAMAPI, ssm SSMAPI, clk c
 	case opts.Region == "":
 		return nil, errors.New("new EC2NodeClass controller: Options.Region is required")
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	opts = opts.withDefaults()
 	return &Controller{
 		kube: kube, ec2: ec2, iam: iam, ssm: ssm, clock: clk, recorder: recorder, opts: opts,

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/joiner-dev/joiner/controllers/defaults"
+
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 )
@@ -18,9 +20,7 @@ const versionTTL = 5 * time.Minute
 // VersionFromDiscovery returns an Options.KubernetesVersion that asks the apiserver for its
 // version ("1.36") and remembers it for five minutes. A nil clock means the real clock.
 func VersionFromDiscovery(d discovery.ServerVersionInterface, clk clock.PassiveClock) func(context.Context) (string, error) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk = defaults.Clock(clk)
 	var (
 		mu      sync.Mutex
 		version string
