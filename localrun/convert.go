@@ -21,24 +21,32 @@ func webhookObject(kind string, raw map[string]any, baseURL string) (client.Obje
 	switch kind {
 	case "MutatingWebhookConfiguration":
 		obj := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := json.Unmarshal(data, obj); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", kind, err)
-		}
-		for i := range obj.Webhooks {
-			cc := &obj.Webhooks[i].ClientConfig
-			cc.URL, cc.Service = url(baseURL, cc.Service), nil
-		}
-		return obj, nil
+		return decodeWebhooks(data, kind, obj, func() {
+			for i := range obj.Webhooks {
+				pointAt(&obj.Webhooks[i].ClientConfig, baseURL)
+			}
+		})
 	case "ValidatingWebhookConfiguration":
 		obj := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := json.Unmarshal(data, obj); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", kind, err)
-		}
-		for i := range obj.Webhooks {
-			cc := &obj.Webhooks[i].ClientConfig
-			cc.URL, cc.Service = url(baseURL, cc.Service), nil
-		}
-		return obj, nil
+		return decodeWebhooks(data, kind, obj, func() {
+			for i := range obj.Webhooks {
+				pointAt(&obj.Webhooks[i].ClientConfig, baseURL)
+			}
+		})
 	}
 	return nil, nil
+}
+
+// decodeWebhooks decodes data into obj, then lets repoint aim its webhooks at the local server.
+func decodeWebhooks(data []byte, kind string, obj client.Object, repoint func()) (client.Object, error) {
+	if err := json.Unmarshal(data, obj); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", kind, err)
+	}
+	repoint()
+	return obj, nil
+}
+
+// pointAt makes cc call the webhook server at baseURL directly instead of through a Service.
+func pointAt(cc *admissionregistrationv1.WebhookClientConfig, baseURL string) {
+	cc.URL, cc.Service = url(baseURL, cc.Service), nil
 }
