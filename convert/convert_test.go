@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -408,5 +409,35 @@ func TestReadInputsAndWriteDir(t *testing.T) {
 	}
 	if err := res.WriteDir(src); err == nil || !strings.Contains(err.Error(), "it is an input") {
 		t.Errorf("writing over the inputs: %v", err)
+	}
+}
+
+// TestMissingSpec checks the one message every legacy kind gives when its spec is missing, with the
+// article its kind takes.
+func TestMissingSpec(t *testing.T) {
+	tests := []struct{ apiVersion, kind, want string }{
+		{"karpenter.sh/v1alpha5", "Provisioner", "missing; a Provisioner needs a spec"},
+		{"karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate", "missing; an AWSNodeTemplate needs a spec"},
+		{"karpenter.sh/v1beta1", "NodePool", "missing; a NodePool needs a spec"},
+		{"karpenter.sh/v1beta1", "NodeClaim", "missing; a NodeClaim needs a spec"},
+		{"karpenter.k8s.aws/v1beta1", "EC2NodeClass", "missing; an EC2NodeClass needs a spec"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			in := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata:\n  name: x\n", tt.apiVersion, tt.kind)
+			res, err := Convert([]Input{{Name: "in.yaml", Data: []byte(in)}}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range res.Findings {
+				if f.Field == "spec" && f.Severity == SeverityError {
+					got = append(got, f.Message)
+				}
+			}
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("spec findings = %q, want [%q]", got, tt.want)
+			}
+		})
 	}
 }

@@ -24,15 +24,7 @@ const (
 
 // nodeTemplate converts a karpenter.k8s.aws/v1alpha1 AWSNodeTemplate to a v1 EC2NodeClass.
 func (c *converter) nodeTemplate(m *yaml.Node, rep *reporter) *object {
-	root := fieldsOf(m, "")
-	class := typeMeta(root, apiAWSV1, kindEC2NodeClass)
-	meta := c.metadata(rep, root, kindAWSNodeTemplate)
-	put(class, meta.key, "metadata", meta.node)
-	sk, sv := root.take("spec")
-	rep.unknown(root, kindAWSNodeTemplate)
-	if !isMap(sv) {
-		rep.fail(sk, "spec", "missing; an AWSNodeTemplate needs a spec")
-	}
+	class, meta, sk, sv := c.start(m, rep, apiAWSV1, kindEC2NodeClass, kindAWSNodeTemplate)
 	put(class, sk, "spec", c.alphaNodeClassSpec(rep, fieldsOf(sv, "spec"), firstNode(sk, m), meta.aliasVersion, kindAWSNodeTemplate))
 	return &object{node: class, kind: kindEC2NodeClass, name: meta.name, rep: rep, converted: true, primary: true}
 }
@@ -97,16 +89,7 @@ func (c *converter) alphaNodeClassSpec(rep *reporter, f *fields, at *yaml.Node, 
 
 // betaNodeClass converts a karpenter.k8s.aws/v1beta1 EC2NodeClass to v1. Fields keep their order.
 func (c *converter) betaNodeClass(m *yaml.Node, rep *reporter) *object {
-	root := fieldsOf(m, "")
-	class := typeMeta(root, apiAWSV1, kindEC2NodeClass)
-	meta := c.metadata(rep, root, kindEC2NodeClass)
-	put(class, meta.key, "metadata", meta.node)
-	sk, sv := root.take("spec")
-	rep.unknown(root, kindEC2NodeClass)
-	if !isMap(sv) {
-		rep.fail(sk, "spec", "missing; an EC2NodeClass needs a spec")
-		sv = newMap()
-	}
+	class, meta, sk, sv := c.start(m, rep, apiAWSV1, kindEC2NodeClass, kindEC2NodeClass)
 	out := newMap()
 	put(class, sk, "spec", out)
 	f := fieldsOf(sv, "spec")

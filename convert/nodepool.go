@@ -8,16 +8,7 @@ import (
 // WhenUnderutilized becomes WhenEmptyOrUnderutilized, nodeClassRef gets a group, and kubelet
 // settings move to the EC2NodeClass.
 func (c *converter) betaNodePool(m *yaml.Node, rep *reporter) *object {
-	root := fieldsOf(m, "")
-	pool := typeMeta(root, apiV1, kindNodePool)
-	meta := c.metadata(rep, root, kindNodePool)
-	put(pool, meta.key, "metadata", meta.node)
-	sk, sv := root.take("spec")
-	rep.unknown(root, kindNodePool)
-	if !isMap(sv) {
-		rep.fail(sk, "spec", "missing; a NodePool needs a spec")
-		sv = newMap()
-	}
+	pool, meta, sk, sv := c.start(m, rep, apiV1, kindNodePool, kindNodePool)
 	spec := fieldsOf(sv, "spec")
 	obj := &object{node: pool, kind: kindNodePool, name: meta.name, rep: rep, converted: true, primary: true}
 	out := newMap()
@@ -138,16 +129,7 @@ func betaDisruption(rep *reporter, k, v, tspec *yaml.Node) *yaml.Node {
 // NodePools; one applied by hand launches a node. Its expireAfter is its NodePool's (see
 // nodeClaimExpiry).
 func (c *converter) betaNodeClaim(m *yaml.Node, rep *reporter) *object {
-	root := fieldsOf(m, "")
-	claim := typeMeta(root, apiV1, kindNodeClaim)
-	meta := c.metadata(rep, root, kindNodeClaim)
-	put(claim, meta.key, "metadata", meta.node)
-	sk, sv := root.take("spec")
-	rep.unknown(root, kindNodeClaim)
-	if !isMap(sv) {
-		rep.fail(sk, "spec", "missing; a NodeClaim needs a spec")
-		sv = newMap()
-	}
+	claim, meta, sk, sv := c.start(m, rep, apiV1, kindNodeClaim, kindNodeClaim)
 	spec := fieldsOf(sv, "spec")
 	out := newMap()
 	put(claim, sk, "spec", out)

@@ -23,16 +23,7 @@ const (
 // provisioner converts a karpenter.sh/v1alpha5 Provisioner to a v1 NodePool, preceded by an
 // EC2NodeClass when the Provisioner has an inline provider.
 func (c *converter) provisioner(m *yaml.Node, rep *reporter) []*object {
-	root := fieldsOf(m, "")
-	pool := typeMeta(root, apiV1, kindNodePool)
-	meta := c.metadata(rep, root, kindProvisioner)
-	put(pool, meta.key, "metadata", meta.node)
-	sk, sv := root.take("spec")
-	rep.unknown(root, kindProvisioner)
-	if !isMap(sv) {
-		rep.fail(sk, "spec", "missing; a Provisioner needs a spec")
-		sv = newMap()
-	}
+	pool, meta, sk, sv := c.start(m, rep, apiV1, kindNodePool, kindProvisioner)
 	spec := fieldsOf(sv, "spec")
 	obj := &object{node: pool, kind: kindNodePool, name: meta.name, rep: rep, converted: true, primary: true}
 
@@ -177,6 +168,28 @@ func (c *converter) inlineProvider(rep *reporter, k, v *yaml.Node, name string) 
 	put(class, specKey, "spec", c.alphaNodeClassSpec(rep, f, k, "", kindProvider))
 	return &object{node: class, kind: kindEC2NodeClass, name: name, rep: rep, converted: true,
 		comment: fmt.Sprintf("Converted from the inline spec.provider of Provisioner %s.", name)}
+}
+
+// start begins the conversion of the input object m, of kind inKind, to a v1 object of apiVersion
+// and outKind: it returns the output with apiVersion, kind and the converted metadata, that
+// metadata, and the input's spec key and value. Fields of the input other than these are reported
+// as unknown; a missing spec is reported and given as an empty map.
+func (c *converter) start(m *yaml.Node, rep *reporter, apiVersion, outKind, inKind string) (out *yaml.Node, meta objectMeta, specKey, spec *yaml.Node) {
+	root := fieldsOf(m, "")
+	out = typeMeta(root, apiVersion, outKind)
+	meta = c.metadata(rep, root, inKind)
+	put(out, meta.key, "metadata", meta.node)
+	specKey, spec = root.take("spec")
+	rep.unknown(root, inKind)
+	if !isMap(spec) {
+		article := "a"
+		if strings.ContainsRune("AEIOU", rune(inKind[0])) {
+			article = "an"
+		}
+		rep.fail(specKey, "spec", "missing; %s %s needs a spec", article, inKind)
+		spec = newMap()
+	}
+	return out, meta, specKey, spec
 }
 
 // typeMeta starts a v1 object: apiVersion and kind, reusing the input's key nodes (and their comments).
