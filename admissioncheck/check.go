@@ -38,6 +38,7 @@ import (
 	"github.com/joiner-dev/joiner/crdvalidation"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/providers/catalog"
+	"github.com/joiner-dev/joiner/webhooks"
 )
 
 // Options configure a Checker. The zero value checks against no policies, rejects unknown fields as
@@ -122,36 +123,87 @@ type Item struct {
 // for what prevents the whole check (ctx done, a broken webhook configuration); a rejected object is a
 // Result.
 func (c *Checker) Check(ctx context.Context, items []Item) (*Report, error) {
-	s, err := c.newSession(ctx, items)
+	rep, _, err := c.check(ctx, items)
+	return rep, err
+}
+
+// check is Check, also returning each item's pass (with its encode and decode counts).
+func (c *Checker) check(ctx context.Context, items []Item) (*Report, []*pass, error) {
+	passes := make([]*pass, len(items))
+	c.each(len(items), func(i int) { passes[i] = c.read(items[i]) })
+	s, err := c.newSession(ctx, passes)
 	if err != nil {
-		return nil, fmt.Errorf("check: %w", err)
+		return nil, nil, fmt.Errorf("check: %w", err)
 	}
 	results := make([]Result, len(items))
 	errs := make([]error, len(items))
+	c.each(len(items), func(i int) { results[i], errs[i] = s.check(ctx, passes[i]) })
+	for i, err := range errs {
+		if err != nil {
+			return nil, nil, fmt.Errorf("check %s: %w", items[i].Source, err)
+		}
+	}
+	return newReport(results, c.PolicyCount()), passes, nil
+}
+
+// each calls f for 0..n-1 on Options.Parallelism goroutines and waits for all of them.
+func (c *Checker) each(n int, f func(i int)) {
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for range min(c.opts.Parallelism, max(len(items), 1)) {
+	for range min(c.opts.Parallelism, max(n, 1)) {
 		wg.Go(func() {
 			for i := range next {
-				results[i], errs[i] = s.check(ctx, items[i])
+				f(i)
 			}
 		})
 	}
-	for i := range items {
+	for i := range n {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("check %s: %w", items[i].Source, err)
-		}
+}
+
+// pass is one item on its way through a check. Its object is read once, for the whole session: what it
+// is, and the object as the apiserver decodes it, under FieldValidationWarn so that its unknown fields
+// are known whatever the check's field validation. The cluster the webhooks see and the item's own
+// admission both start from that decoded object. encodes and decodes count the JSON work on the way.
+type pass struct {
+	item    Item
+	t       target
+	kindErr *KindError
+	// u is the decoded object, nil when it cannot be read (readErr says why); unknown are the paths of
+	// the fields its schema does not declare.
+	u       *unstructured.Unstructured
+	unknown []string
+	readErr error
+	// encodes and decodes count this pass's JSON encodings and decodings, the webhooks' included.
+	encodes, decodes int
+}
+
+// read resolves and decodes an item; see pass.
+func (c *Checker) read(it Item) *pass {
+	p := &pass{item: it}
+	if p.t, p.kindErr = resolve(c.schemas, it.Object); p.kindErr != nil || p.t.contextOnly {
+		return p
 	}
-	return newReport(results, c.PolicyCount()), nil
+	p.u, p.unknown, p.readErr = p.readBody(p.t, it.Object, crdvalidation.FieldValidationWarn)
+	return p
+}
+
+// handedOver counts the JSON work of the webhooks on an object the pass handed them.
+func (p *pass) handedOver(obj *webhooks.Object) {
+	if obj == nil {
+		return
+	}
+	n := obj.Counts()
+	p.encodes += n.Encodes
+	p.decodes += n.MapDecodes + n.TypedDecodes
 }
 
 // check judges one item; the error is reserved for ctx done and internal inconsistencies.
-func (s *session) check(ctx context.Context, it Item) (Result, error) {
+func (s *session) check(ctx context.Context, p *pass) (Result, error) {
+	it := p.item
 	res := Result{Source: it.Source, Operation: policy.OperationCreate, Allowed: true}
 	if it.Old != nil {
 		res.Operation = policy.OperationUpdate
@@ -164,7 +216,7 @@ func (s *session) check(ctx context.Context, it Item) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	t, ke := resolve(s.c.schemas, it.Object)
+	t, ke := p.t, p.kindErr
 	if ke != nil {
 		if ke.Foreign && s.c.opts.SkipUnknownKinds {
 			res.Skipped = true
@@ -180,7 +232,7 @@ func (s *session) check(ctx context.Context, it Item) (Result, error) {
 	if t.namespaced && res.Namespace == "" {
 		res.Namespace = defaultNamespace
 	}
-	return res, s.admit(ctx, t, it, &res)
+	return res, s.admit(ctx, p, &res)
 }
 
 // defaultNamespace is where a namespaced object without a namespace goes, as with kubectl's default
@@ -190,20 +242,25 @@ const defaultNamespace = "default"
 // admit replays the apiserver's create or update of one object of a known kind: decode, mutating
 // webhooks, schema and CEL validation, validating webhooks. A refusal is recorded in res; the error is
 // for internal failures.
-func (s *session) admit(ctx context.Context, t target, it Item, res *Result) error {
+func (s *session) admit(ctx context.Context, p *pass, res *Result) error {
+	t, it := p.t, p.item
 	var old *unstructured.Unstructured
+	var oldObj *webhooks.Object
 	if it.Old != nil {
 		var problem string
 		var err error
-		if old, problem, err = s.stored(ctx, t, it.Old); err != nil {
+		if old, problem, err = s.stored(ctx, p, it.Old); err != nil {
 			return err
 		}
 		if problem != "" {
 			res.reject(problem, Problem{Action: ActionError, By: ByAPIServer, Message: problem})
 			return nil
 		}
+		// The stored object does not change during the admission: every webhook reads the same one.
+		oldObj = webhooks.ObjectFromMap(old.Object)
+		defer p.handedOver(oldObj)
 	}
-	u := s.decode(t, it.Object, res)
+	u := s.decode(p, res)
 	if u == nil {
 		return nil
 	}
@@ -211,14 +268,9 @@ func (s *session) admit(ctx context.Context, t target, it Item, res *Result) err
 	if old != nil {
 		op = admissionregistrationv1.Update
 	}
-	u, warnings, denied, err := s.mutate(ctx, t, op, u, old)
-	res.addWarnings(warnings)
-	if err != nil {
+	u, warnings, denied, err := s.mutate(ctx, p, op, u, oldObj)
+	if admitted := res.webhooksAnswered(warnings, denied); err != nil || !admitted {
 		return err
-	}
-	if denied != nil {
-		res.rejectStatus(denied, ByWebhook)
-		return nil
 	}
 	if t.crd != nil {
 		if old == nil {
@@ -233,27 +285,24 @@ func (s *session) admit(ctx context.Context, t target, it Item, res *Result) err
 			return nil
 		}
 	}
-	warnings, denied, err = s.validate(ctx, t, op, u, old)
-	res.addWarnings(warnings)
-	if err != nil {
+	warnings, denied, err = s.validate(ctx, p, op, u, oldObj)
+	if admitted := res.webhooksAnswered(warnings, denied); err != nil || !admitted {
 		return err
-	}
-	if denied != nil {
-		res.rejectStatus(denied, ByWebhook)
-		return nil
 	}
 	res.Object = u.Object
 	return nil
 }
 
-// read decodes obj as the apiserver reads a request body for kind t (see crdvalidation.Kind.Decode),
+// readBody reads obj as the apiserver reads a request body for kind t (see crdvalidation.Kind.Decode),
 // under field validation fv, and puts a namespaced object without a namespace in defaultNamespace. It
 // returns the object, the paths of unknown fields, and the apiserver's refusal.
-func read(t target, obj map[string]any, fv crdvalidation.FieldValidation) (*unstructured.Unstructured, []string, error) {
+func (p *pass) readBody(t target, obj map[string]any, fv crdvalidation.FieldValidation) (*unstructured.Unstructured, []string, error) {
+	p.encodes++
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode the object: %w", err)
 	}
+	p.decodes++
 	u := &unstructured.Unstructured{}
 	var unknown []string
 	if t.crd == nil {
@@ -270,16 +319,25 @@ func read(t target, obj map[string]any, fv crdvalidation.FieldValidation) (*unst
 	return u, unknown, nil
 }
 
-// decode reads the object as the apiserver reads a request body and records its unknown fields:
-// warnings, or the refusal under strict field validation. It returns nil when the object is refused.
-func (s *session) decode(t target, obj map[string]any, res *Result) *unstructured.Unstructured {
-	u, unknown, err := read(t, obj, s.c.opts.FieldValidation)
+// decode gives the item's object as the apiserver reads the request body under the check's field
+// validation, from the object the pass read, and records its unknown fields: warnings, or the refusal
+// under strict field validation. It returns a copy the admission may change, or nil when the object is
+// refused.
+func (s *session) decode(p *pass, res *Result) *unstructured.Unstructured {
+	u, unknown, err := p.u, p.unknown, p.readErr
+	switch fv := s.c.opts.FieldValidation; {
+	case fv == crdvalidation.FieldValidationIgnore:
+		unknown = nil
+	case fv == crdvalidation.FieldValidationStrict && err == nil && len(unknown) > 0:
+		// Refused: only the apiserver's own strict decoding gives its exact message.
+		u, unknown, err = p.readBody(p.t, p.item.Object, fv)
+	}
 	action := ActionWarn
 	if err != nil {
 		action = ActionDeny
 	}
-	for _, p := range unknown {
-		res.Problems = append(res.Problems, Problem{Action: action, By: ByAPIServer, Field: p, Message: crdvalidation.UnknownFieldMessage(p)})
+	for _, path := range unknown {
+		res.Problems = append(res.Problems, Problem{Action: action, By: ByAPIServer, Field: path, Message: crdvalidation.UnknownFieldMessage(path)})
 	}
 	switch {
 	case err != nil && len(unknown) > 0:
@@ -288,26 +346,30 @@ func (s *session) decode(t target, obj map[string]any, res *Result) *unstructure
 	case err != nil:
 		res.rejectStatus(err, ByAPIServer)
 	}
-	return u
+	if u == nil {
+		return nil
+	}
+	// The session's cluster was built from the same object; the admission changes its own copy.
+	return u.DeepCopy()
 }
 
 // stored returns old as the cluster holds it: created, with the defaults of the schema and of the
 // mutating webhooks, and a resourceVersion. problem says why old could not have been stored; the error
 // is for internal failures.
-func (s *session) stored(ctx context.Context, t target, old map[string]any) (_ *unstructured.Unstructured, problem string, _ error) {
-	u, _, err := read(t, old, crdvalidation.FieldValidationIgnore)
+func (s *session) stored(ctx context.Context, p *pass, old map[string]any) (_ *unstructured.Unstructured, problem string, _ error) {
+	u, _, err := p.readBody(p.t, old, crdvalidation.FieldValidationIgnore)
 	if err != nil {
 		return nil, "the old object cannot be read: " + err.Error(), nil
 	}
-	u, _, denied, err := s.mutate(ctx, t, admissionregistrationv1.Create, u, nil)
+	u, _, denied, err := s.mutate(ctx, p, admissionregistrationv1.Create, u, nil)
 	if err != nil {
 		return nil, "", err
 	}
 	if denied != nil {
 		return nil, "the old object could not have been created: " + denied.Error(), nil
 	}
-	if t.crd != nil {
-		t.crd.PrepareForCreate(u)
+	if p.t.crd != nil {
+		p.t.crd.PrepareForCreate(u)
 	}
 	if u.GetResourceVersion() == "" {
 		u.SetResourceVersion("1")
@@ -316,16 +378,32 @@ func (s *session) stored(ctx context.Context, t target, old map[string]any) (_ *
 }
 
 // mutate calls the mutating webhooks that match, in order, applying each one's patch and then the
-// schema's defaults, as the apiserver does. denied is the apiserver's error for a webhook that refused;
-// err is for internal failures.
-func (s *session) mutate(ctx context.Context, t target, op admissionregistrationv1.OperationType, u, old *unstructured.Unstructured) (_ *unstructured.Unstructured, _ []webhookWarning, denied *apierrors.StatusError, err error) {
+// schema's defaults, as the apiserver does. The webhooks read u through one webhooks.Object until a patch
+// changes it. denied is the apiserver's error for a webhook that refused; err is for internal failures.
+func (s *session) mutate(ctx context.Context, p *pass, op admissionregistrationv1.OperationType, u *unstructured.Unstructured, old *webhooks.Object) (_ *unstructured.Unstructured, _ []webhookWarning, denied *apierrors.StatusError, err error) {
+	return s.callHooks(ctx, p, true, op, u, old)
+}
+
+// validate calls the validating webhooks that match. denied is the apiserver's error for the first one
+// that refused; err is for internal failures.
+func (s *session) validate(ctx context.Context, p *pass, op admissionregistrationv1.OperationType, u *unstructured.Unstructured, old *webhooks.Object) (_ []webhookWarning, denied *apierrors.StatusError, err error) {
+	_, warnings, denied, err := s.callHooks(ctx, p, false, op, u, old)
+	return warnings, denied, err
+}
+
+// callHooks calls the mutating or the validating webhooks that match u, in order, until one refuses.
+// A mutating webhook's patch is applied, then the schema's defaults; u is returned as the last webhook
+// left it.
+func (s *session) callHooks(ctx context.Context, p *pass, mutating bool, op admissionregistrationv1.OperationType, u *unstructured.Unstructured, old *webhooks.Object) (_ *unstructured.Unstructured, _ []webhookWarning, denied *apierrors.StatusError, err error) {
 	var warnings []webhookWarning
+	obj := webhooks.ObjectFromMap(u.Object)
+	defer func() { p.handedOver(obj) }()
 	for i := range s.c.hooks {
 		h := &s.c.hooks[i]
-		if !h.mutating || !s.matches(h, t, op, u) {
+		if h.mutating != mutating || !s.matches(h, p.t, op, u) {
 			continue
 		}
-		resp, err := s.call(ctx, h, t, op, u, old)
+		resp, err := s.call(ctx, h, p.t, op, u, obj, old)
 		if err != nil {
 			return nil, warnings, nil, err
 		}
@@ -333,38 +411,19 @@ func (s *session) mutate(ctx context.Context, t target, op admissionregistration
 		if !resp.Allowed {
 			return nil, warnings, webhookerrors.ToStatusErr(h.name, resp.Result), nil
 		}
-		if len(resp.Patches) == 0 {
+		if !mutating || len(resp.Patches) == 0 {
 			continue
 		}
-		if u, err = applyPatch(u, resp); err != nil {
+		if u, err = p.applyPatch(obj, resp); err != nil {
 			return nil, warnings, nil, fmt.Errorf("webhook %s: %w", h.name, err)
 		}
-		if t.crd != nil {
-			t.crd.ApplyDefaults(u)
+		if p.t.crd != nil {
+			p.t.crd.ApplyDefaults(u)
 		}
+		p.handedOver(obj)
+		obj = webhooks.ObjectFromMap(u.Object)
 	}
 	return u, warnings, nil, nil
-}
-
-// validate calls the validating webhooks that match. denied is the apiserver's error for the first one
-// that refused; err is for internal failures.
-func (s *session) validate(ctx context.Context, t target, op admissionregistrationv1.OperationType, u, old *unstructured.Unstructured) (_ []webhookWarning, denied *apierrors.StatusError, err error) {
-	var warnings []webhookWarning
-	for i := range s.c.hooks {
-		h := &s.c.hooks[i]
-		if h.mutating || !s.matches(h, t, op, u) {
-			continue
-		}
-		resp, err := s.call(ctx, h, t, op, u, old)
-		if err != nil {
-			return warnings, nil, err
-		}
-		warnings = append(warnings, hookWarnings(h, resp)...)
-		if !resp.Allowed {
-			return warnings, webhookerrors.ToStatusErr(h.name, resp.Result), nil
-		}
-	}
-	return warnings, nil, nil
 }
 
 func (s *session) matches(h *hook, t target, op admissionregistrationv1.OperationType, u *unstructured.Unstructured) bool {
@@ -376,37 +435,28 @@ func (s *session) matches(h *hook, t target, op admissionregistrationv1.Operatio
 }
 
 // call sends one admission request to the handler behind h, as the apiserver would: the object as
-// it stands, the stored object on UPDATE, and no user (joiner check is nobody in particular).
-func (s *session) call(ctx context.Context, h *hook, t target, op admissionregistrationv1.OperationType, u, old *unstructured.Unstructured) (admission.Response, error) {
+// it stands (u, which the handler reads as obj), the stored object on UPDATE, and no user (joiner check
+// is nobody in particular). The handler gets the objects decoded, not as JSON.
+func (s *session) call(ctx context.Context, h *hook, t target, op admissionregistrationv1.OperationType, u *unstructured.Unstructured, obj, old *webhooks.Object) (admission.Response, error) {
 	handler, ok := s.handlers[h.path]
 	if !ok {
 		return admission.Response{}, fmt.Errorf("webhook %s calls %s, which Joiner does not serve", h.name, h.path)
 	}
-	raw, err := u.MarshalJSON()
-	if err != nil {
-		return admission.Response{}, fmt.Errorf("encode the object for webhook %s: %w", h.name, err)
-	}
 	gvk := metav1.GroupVersionKind{Group: t.gvk.Group, Version: t.gvk.Version, Kind: t.gvk.Kind}
 	gvr := metav1.GroupVersionResource{Group: t.gvk.Group, Version: t.gvk.Version, Resource: t.resource}
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+	req := &webhooks.Request{Request: admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID:  types.UID("joiner-check"),
 		Kind: gvk, Resource: gvr, RequestKind: &gvk, RequestResource: &gvr,
 		Name:      u.GetName(),
 		Namespace: u.GetNamespace(),
 		Operation: admissionv1.Operation(op),
 		UserInfo:  authenticationv1.UserInfo{},
-		Object:    kruntime.RawExtension{Raw: raw},
-	}}
-	if old != nil {
-		if req.OldObject.Raw, err = old.MarshalJSON(); err != nil {
-			return admission.Response{}, fmt.Errorf("encode the old object for webhook %s: %w", h.name, err)
-		}
-	}
-	return handler.Handle(ctx, req), nil
+	}}, New: obj, Old: old}
+	return handler.HandleDecoded(ctx, req), nil
 }
 
-// applyPatch applies a mutating webhook's JSON patch to u.
-func applyPatch(u *unstructured.Unstructured, resp admission.Response) (*unstructured.Unstructured, error) {
+// applyPatch applies a mutating webhook's JSON patch to the object the webhook read.
+func (p *pass) applyPatch(obj *webhooks.Object, resp admission.Response) (*unstructured.Unstructured, error) {
 	ops, err := json.Marshal(resp.Patches)
 	if err != nil {
 		return nil, fmt.Errorf("encode the patch: %w", err)
@@ -415,14 +465,16 @@ func applyPatch(u *unstructured.Unstructured, resp admission.Response) (*unstruc
 	if err != nil {
 		return nil, fmt.Errorf("decode the patch: %w", err)
 	}
-	raw, err := u.MarshalJSON()
+	// The webhook encoded the object to compute its patch; the patch applies to those bytes.
+	raw, err := obj.Raw()
 	if err != nil {
-		return nil, fmt.Errorf("encode the object: %w", err)
+		return nil, err
 	}
 	patched, err := patch.Apply(raw)
 	if err != nil {
 		return nil, fmt.Errorf("apply the patch: %w", err)
 	}
+	p.decodes++
 	out := &unstructured.Unstructured{}
 	if err := out.UnmarshalJSON(patched); err != nil {
 		return nil, fmt.Errorf("decode the patched object: %w", err)

@@ -2,16 +2,13 @@ package admissioncheck
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/joiner-dev/joiner/crdvalidation"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/webhooks"
@@ -21,7 +18,7 @@ import (
 // session is one Check: the webhooks' handlers over the cluster the checked objects make up.
 type session struct {
 	c        *Checker
-	handlers map[string]admission.Handler
+	handlers map[string]webhooks.DecodedHandler
 	// namespaceLabels are the labels of the Namespaces among the objects, by name.
 	namespaceLabels map[string]map[string]string
 }
@@ -30,34 +27,28 @@ type session struct {
 // catalog, NodePools and Namespaces for Pod tenancy), and so the kinds a check's objects provide.
 var contextKinds = map[string]bool{"NodePool": true, "EC2NodeClass": true, "LocalNodeClass": true, "Namespace": true}
 
-// newSession builds the cluster the webhooks see from items: their node classes, NodePools and
+// newSession builds the cluster the webhooks see from the items read: their node classes, NodePools and
 // Namespaces, as stored (decoded with the schema's defaults), serve the webhooks' reads, the local
 // provider's catalog (as on a cluster running `joiner controller --cloud-provider local`) and the
 // policies' data.inventory. When two items name the same object, the later one wins, as when they are
 // applied in order. Objects that cannot be read as their kind are left out; their own check reports why.
-func (c *Checker) newSession(ctx context.Context, items []Item) (*session, error) {
+func (c *Checker) newSession(ctx context.Context, passes []*pass) (*session, error) {
 	type key struct {
 		gvk             schema.GroupVersionKind
 		namespace, name string
 	}
 	var order []key
 	stored := map[key]map[string]any{}
-	for _, it := range items {
-		t, ke := resolve(c.schemas, it.Object)
-		if ke != nil || !contextKinds[t.gvk.Kind] {
+	for _, p := range passes {
+		if p.kindErr != nil || !contextKinds[p.t.gvk.Kind] {
 			continue
 		}
-		obj := it.Object
-		if t.crd != nil {
-			raw, err := json.Marshal(obj)
-			if err != nil {
+		obj := p.item.Object
+		if p.t.crd != nil {
+			if p.u == nil {
 				continue
 			}
-			u, _, err := t.crd.Decode(raw, crdvalidation.FieldValidationIgnore)
-			if err != nil {
-				continue
-			}
-			obj = u.Object
+			obj = p.u.Object
 		}
 		meta, _ := obj["metadata"].(map[string]any)
 		name, _ := meta["name"].(string)
@@ -65,7 +56,7 @@ func (c *Checker) newSession(ctx context.Context, items []Item) (*session, error
 		if name == "" {
 			continue
 		}
-		k := key{gvk: t.gvk, namespace: namespace, name: name}
+		k := key{gvk: p.t.gvk, namespace: namespace, name: name}
 		if _, seen := stored[k]; !seen {
 			order = append(order, k)
 		}

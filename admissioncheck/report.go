@@ -1,9 +1,7 @@
 package admissioncheck
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/joiner-dev/joiner/policy"
+	"github.com/joiner-dev/joiner/policy/offline"
 )
 
 // Actions of a Problem.
@@ -156,6 +155,17 @@ func fieldOf(line string) string {
 	return ""
 }
 
+// webhooksAnswered records what the webhooks called answered, their warnings and the refusal of the one
+// that denied, if any, and reports whether they admitted the object.
+func (r *Result) webhooksAnswered(warnings []webhookWarning, denied *apierrors.StatusError) bool {
+	r.addWarnings(warnings)
+	if denied != nil {
+		r.rejectStatus(denied, ByWebhook)
+		return false
+	}
+	return true
+}
+
 // addWarnings records the webhooks' warnings.
 func (r *Result) addWarnings(ws []webhookWarning) {
 	for _, w := range ws {
@@ -208,31 +218,30 @@ func (r *Report) ExitCode() int {
 	return 0
 }
 
-// WriteText prints one line per problem, then a summary line:
+// Findings are the lines of the text report, one per problem of each object: errors, then denials,
+// then warnings, each in the order the cluster gives them. A line reads
 //
 //	<source> <Kind>/<name>: deny spec.weight: Invalid value: 0: spec.weight in body should be greater than or equal to 1
 //	<source> <Kind>/<name>: deny [cpu-cap] NodePool has no CPU limit; set spec.limits.cpu (field: spec.limits.cpu)
 //	<source> <Kind>/<name>: warn [team-label] NodePool has no joiner.dev/team label; add one (field: metadata.labels)
 //
-// Everything after the action is a line of what the cluster answers.
-func (r *Report) WriteText(w io.Writer) error {
-	var b strings.Builder
+// where everything after the action is a line of what the cluster answers.
+func (r *Report) Findings() []offline.Finding {
+	var out []offline.Finding
 	for _, o := range r.Objects {
-		id := o.Source
-		if o.Kind != "" {
-			id += " " + o.Kind + "/" + qualifiedName(o.Namespace, o.Name)
-		}
 		problems := slices.Clone(o.Problems)
-		// Denials first, then warnings, each in the order the cluster gives them.
 		slices.SortStableFunc(problems, func(a, b Problem) int { return rank(a.Action) - rank(b.Action) })
 		for _, p := range problems {
-			fmt.Fprintf(&b, "%s: %s %s\n", id, p.Action, p.Message)
+			out = append(out, offline.Finding{Source: o.Source, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Action: p.Action, Message: p.Message})
 		}
 	}
+	return out
+}
+
+// SummaryLine counts the objects, the policies and the verdicts.
+func (r *Report) SummaryLine() string {
 	s := r.Summary
-	fmt.Fprintf(&b, "checked %d objects against %d policies: %d allowed, %d denied, %d skipped, %d warnings\n", s.Objects, s.Policies, s.Allowed, s.Denied, s.Skipped, s.Warnings)
-	_, err := io.WriteString(w, b.String())
-	return err
+	return fmt.Sprintf("checked %d objects against %d policies: %d allowed, %d denied, %d skipped, %d warnings", s.Objects, s.Policies, s.Allowed, s.Denied, s.Skipped, s.Warnings)
 }
 
 func rank(action string) int {
@@ -243,18 +252,4 @@ func rank(action string) int {
 		return 1
 	}
 	return 2
-}
-
-func qualifiedName(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
-
-// WriteJSON prints the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/joiner-dev/joiner/policy/offline"
 )
 
-// Output formats accepted by Config.Output.
+// Output formats accepted by Config.Output: those of every check report (offline.WriteReport).
 const (
-	OutputText = "text"
-	OutputJSON = "json"
+	OutputText = offline.OutputText
+	OutputJSON = offline.OutputJSON
 )
 
 // Config is everything `joiner check` needs.
@@ -54,10 +54,8 @@ type Config struct {
 // error (bad flags, unreadable files, invalid policies, no objects unless cfg.Load.AllowEmpty, ctx done)
 // comes with exit code 1 and no report.
 func Run(ctx context.Context, cfg Config, w io.Writer) (int, error) {
-	switch cfg.Output {
-	case "", OutputText, OutputJSON:
-	default:
-		return 1, fmt.Errorf("output %q is not supported; use %s or %s", cfg.Output, OutputText, OutputJSON)
+	if err := offline.CheckOutput(cfg.Output); err != nil {
+		return 1, err
 	}
 	fv, err := crdvalidation.ParseFieldValidation(cfg.FieldValidation)
 	if err != nil {
@@ -94,15 +92,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if cfg.Output == OutputJSON {
-		err = rep.WriteJSON(w)
-	} else {
-		err = rep.WriteText(w)
-	}
-	if err != nil {
-		return 1, fmt.Errorf("write report: %w", err)
-	}
-	return rep.ExitCode(), nil
+	return offline.WriteReport(w, cfg.Output, rep)
 }
 
 // Pair turns loaded manifests into Items, each with the old manifest of the same object (same API

@@ -81,23 +81,26 @@ func loadHooks() (hooks, error) {
 	sort.Slice(mutating, func(i, j int) bool { return mutating[i].Name < mutating[j].Name })
 	sort.Slice(validating, func(i, j int) bool { return validating[i].Name < validating[j].Name })
 	var out hooks
+	var errs []error
+	add := func(h hook, err error) {
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		out = append(out, h)
+	}
 	for _, c := range mutating {
 		for _, w := range c.Webhooks {
-			h, err := newHook(w.Name, w.ClientConfig, w.Rules, w.NamespaceSelector, w.ObjectSelector, true)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, h)
+			add(newHook(w.Name, w.ClientConfig, w.Rules, w.NamespaceSelector, w.ObjectSelector, true))
 		}
 	}
 	for _, c := range validating {
 		for _, w := range c.Webhooks {
-			h, err := newHook(w.Name, w.ClientConfig, w.Rules, w.NamespaceSelector, w.ObjectSelector, false)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, h)
+			add(newHook(w.Name, w.ClientConfig, w.Rules, w.NamespaceSelector, w.ObjectSelector, false))
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errs[0]
 	}
 	return out, nil
 }

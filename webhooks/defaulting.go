@@ -7,12 +7,12 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/jsonobject"
 )
 
 // Default values the defaulting handlers set. They repeat the CRDs' `default:` markers so an object is
@@ -54,34 +54,6 @@ const (
 
 var localNodeClassGroup = v1alpha1.GroupVersion.Group
 
-// ApplyDefaults fills in the defaults of obj, an unstructured NodePool, NodeClaim, EC2NodeClass or
-// LocalNodeClass (chosen by its kind field), and reports whether it changed anything. It only adds what is
-// missing: a value the user wrote, including the exact spelling of a duration, is never rewritten, so
-// applying it twice changes nothing the second time. Other kinds are left alone. Numbers it adds are
-// int64, as in Kubernetes' unstructured objects. The offline CLI uses it
-// to judge manifests as the cluster would store them.
-func ApplyDefaults(obj map[string]any) bool {
-	kind, _ := obj["kind"].(string)
-	if d := defaultsFor(kind); d != nil {
-		return d(obj)
-	}
-	return false
-}
-
-func defaultsFor(kind string) func(map[string]any) bool {
-	switch kind {
-	case "NodePool":
-		return defaultNodePool
-	case "NodeClaim":
-		return defaultNodeClaim
-	case ec2NodeClassKind:
-		return defaultEC2NodeClass
-	case localNodeClassKind:
-		return defaultLocalNodeClass
-	}
-	return nil
-}
-
 // defaultNodePool sets:
 //   - spec.disruption, when absent, to an empty block that the next defaults fill (schema default
 //     {consolidateAfter: 0s});
@@ -102,10 +74,10 @@ func defaultNodePool(obj map[string]any) bool {
 	if !ok {
 		return false
 	}
-	changed := false
-	if disruption, ok := ensureObjectTracked(spec, "disruption", &changed); ok {
-		changed = setDefault(disruption, "consolidateAfter", DefaultConsolidateAfter) || changed
-		changed = setDefault(disruption, "consolidationPolicy", DefaultConsolidationPolicy) || changed
+	disruption, changed := defaultObject(spec, "disruption",
+		fieldDefault{"consolidateAfter", DefaultConsolidateAfter},
+		fieldDefault{"consolidationPolicy", DefaultConsolidationPolicy})
+	if disruption != nil {
 		if absent(disruption, "budgets") {
 			disruption["budgets"] = []any{map[string]any{"nodes": DefaultBudgetNodes}}
 			changed = true
@@ -169,15 +141,11 @@ func defaultEC2NodeClass(obj map[string]any) bool {
 	if !ok {
 		return false
 	}
-	changed := false
-	opts, ok := ensureObjectTracked(spec, "metadataOptions", &changed)
-	if !ok {
-		return changed
-	}
-	changed = setDefault(opts, "httpEndpoint", DefaultHTTPEndpoint) || changed
-	changed = setDefault(opts, "httpProtocolIPv6", DefaultHTTPProtocolIPv6) || changed
-	changed = setDefault(opts, "httpPutResponseHopLimit", int64(DefaultHTTPPutResponseHopLimit)) || changed
-	changed = setDefault(opts, "httpTokens", DefaultHTTPTokens) || changed
+	_, changed := defaultObject(spec, "metadataOptions",
+		fieldDefault{"httpEndpoint", DefaultHTTPEndpoint},
+		fieldDefault{"httpProtocolIPv6", DefaultHTTPProtocolIPv6},
+		fieldDefault{"httpPutResponseHopLimit", int64(DefaultHTTPPutResponseHopLimit)},
+		fieldDefault{"httpTokens", DefaultHTTPTokens})
 	return changed
 }
 
@@ -185,27 +153,18 @@ func defaultEC2NodeClass(obj map[string]any) bool {
 // defaults). Unlike the schema it also creates spec when it is missing, so that a bare
 // `kind: LocalNodeClass` with only a name is a usable class, as a user would expect.
 func defaultLocalNodeClass(obj map[string]any) bool {
-	changed := false
-	spec, ok := ensureObjectTracked(obj, "spec", &changed)
-	if !ok {
-		return changed
-	}
-	changed = setDefault(spec, "region", DefaultLocalRegion) || changed
-	changed = setDefault(spec, "nodeRegistrationDelay", DefaultLocalRegistrationDelay) || changed
+	_, changed := defaultObject(obj, "spec",
+		fieldDefault{"region", DefaultLocalRegion},
+		fieldDefault{"nodeRegistrationDelay", DefaultLocalRegistrationDelay})
 	return changed
 }
 
-// ensureObjectTracked is ensureObject that records in changed whether it created the object.
-func ensureObjectTracked(m map[string]any, key string, changed *bool) (map[string]any, bool) {
-	if absent(m, key) {
-		*changed = true
-	}
-	return ensureObject(m, key)
-}
-
-// Defaulter is the mutating handler of one kind. It patches in the defaults ApplyDefaults documents for
-// that kind, as a JSON patch computed against the raw request object so that nothing the user wrote is
-// re-encoded. An object that needs no default gets an admission without a patch.
+// Defaulter is the mutating handler of one kind. It patches in the defaults its defaulting function
+// (defaultNodePool, defaultNodeClaim, defaultEC2NodeClass, defaultLocalNodeClass) documents, as a JSON
+// patch computed against the raw request object so that nothing the user wrote is re-encoded. It only
+// adds what is missing: a value the user wrote, including the exact spelling of a duration, is never
+// rewritten, so defaulting a defaulted object yields no patch. An object that needs no default gets an
+// admission without a patch.
 type Defaulter struct {
 	kind       string
 	apply      func(map[string]any) bool
@@ -236,7 +195,12 @@ func NewLocalNodeClassDefaulter() *Defaulter {
 }
 
 // Handle implements admission.Handler.
-func (d *Defaulter) Handle(_ context.Context, req admission.Request) admission.Response {
+func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return d.HandleDecoded(ctx, NewRequest(req))
+}
+
+// HandleDecoded implements DecodedHandler. It defaults a copy of the decoded object.
+func (d *Defaulter) HandleDecoded(_ context.Context, req *Request) admission.Response {
 	if req.Kind.Kind != d.kind {
 		return badRequest(fmt.Errorf("this webhook defaults %s objects but the request is for kind %q; check the webhook configuration's rules", d.kind, req.Kind.Kind))
 	}
@@ -246,16 +210,30 @@ func (d *Defaulter) Handle(_ context.Context, req admission.Request) admission.R
 	default:
 		return admission.Allowed("")
 	}
-	obj, err := jsonobject.Decode(req.Object.Raw)
+	content, err := req.New.Content()
 	if err != nil {
 		return badRequest(fmt.Errorf("default %s %q: decode JSON: %w", d.kind, req.Name, err))
 	}
+	obj := runtime.DeepCopyJSON(content)
 	if !d.apply(obj) {
 		return admission.Allowed("")
 	}
+	return patchResponse(req.New, obj, func(err error) error {
+		return fmt.Errorf("default %s %q: encode defaulted object: %w", d.kind, req.Name, err)
+	})
+}
+
+// patchResponse admits a mutated copy of the request object obj with the JSON patch from the object as
+// it came (its raw JSON, so that nothing the user wrote is re-encoded) to the copy. describe wraps an
+// encoding failure.
+func patchResponse(original *Object, obj map[string]any, describe func(error) error) admission.Response {
+	raw, err := original.Raw()
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, describe(err))
+	}
 	current, err := json.Marshal(obj)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("default %s %q: encode defaulted object: %w", d.kind, req.Name, err))
+		return admission.Errored(http.StatusInternalServerError, describe(err))
 	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, current)
+	return admission.PatchResponseFromRaw(raw, current)
 }

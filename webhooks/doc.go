@@ -3,6 +3,11 @@
 // Each handler is a controller-runtime admission.Handler, a function from an admission.Request to an
 // admission.Response that can be called without a server; Register serves them on a webhook.Server.
 //
+// Each object of a request is decoded once: a Request holds the object and the old object as Objects,
+// decoded into a map on first use and into a typed view (a NodePool, a Pod) on first use, and every
+// check of the request reads them from there. Every handler is also a DecodedHandler, which takes the
+// objects already decoded: `joiner check` hands its objects over that way instead of as JSON.
+//
 // The handlers are thin front ends. Semantic checks that CRD CEL cannot express live here (budget cron
 // schedules, contradicting requirements, requirements no instance type satisfies, duplicate taints, node
 // class existence, limits below usage, tenancy); every policy decision is delegated to the policy engine in

@@ -39,7 +39,7 @@ func testScheme(t testing.TB) *runtime.Scheme {
 
 // env is one set of handlers over a fake cluster and a real policy engine.
 type env struct {
-	handlers map[string]admission.Handler
+	handlers map[string]webhooks.DecodedHandler
 	engine   *policy.Engine
 	registry *prometheus.Registry
 

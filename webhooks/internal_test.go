@@ -83,16 +83,41 @@ func TestConstraintsSatisfiable(t *testing.T) {
 }
 
 func TestLimitFindingsQuoteAsWritten(t *testing.T) {
-	raw := []byte(`{"spec":{"limits":{"cpu":"1000","memory":"100Gi","nodes":10,"gpu":"lots"}}}`)
-	usage := []byte(`{"status":{"resources":{"cpu":"1500","memory":"64Gi","nodes":"12","gpu":"1"}}}`)
-	got := limitFindings(raw, usage)
 	want := []string{
 		"spec.limits.cpu: 1000 is below current usage 1500; no new nodes launch until usage drops below it",
 		"spec.limits.nodes: 10 is below current usage 12; no new nodes launch until usage drops below it",
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("limitFindings\n got %q\nwant %q", got, want)
+	tests := []struct {
+		name       string
+		obj, usage map[string]any
+	}{
+		{
+			name:  "decoded from JSON",
+			obj:   decodedMap(t, `{"spec":{"limits":{"cpu":"1000","memory":"100Gi","nodes":10,"gpu":"lots"}}}`),
+			usage: decodedMap(t, `{"status":{"resources":{"cpu":"1500","memory":"64Gi","nodes":"12","gpu":"1"}}}`),
+		},
+		{
+			name:  "unstructured, with int64 numbers",
+			obj:   map[string]any{"spec": map[string]any{"limits": map[string]any{"cpu": "1000", "memory": "100Gi", "nodes": int64(10), "gpu": "lots"}}},
+			usage: map[string]any{"status": map[string]any{"resources": map[string]any{"cpu": "1500", "memory": "64Gi", "nodes": "12", "gpu": "1"}}},
+		},
 	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := limitFindings(tc.obj, tc.usage); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("limitFindings\n got %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+func decodedMap(t *testing.T, raw string) map[string]any {
+	t.Helper()
+	m, err := NewObject([]byte(raw)).Content()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func TestScheduleError(t *testing.T) {

@@ -16,6 +16,27 @@ func setDefault(m map[string]any, key string, value any) bool {
 	return true
 }
 
+// fieldDefault is the default value of one field of an object.
+type fieldDefault struct {
+	key   string
+	value any
+}
+
+// defaultObject makes m[key] an object, creating an empty one when the key is absent (or null), and
+// sets each of its absent fields to its default. It returns the object, nil when m[key] holds something
+// other than an object (left for schema validation to reject), and whether it changed anything.
+func defaultObject(m map[string]any, key string, defaults ...fieldDefault) (map[string]any, bool) {
+	changed := absent(m, key)
+	obj, ok := ensureObject(m, key)
+	if !ok {
+		return nil, changed
+	}
+	for _, d := range defaults {
+		changed = setDefault(obj, d.key, d.value) || changed
+	}
+	return obj, changed
+}
+
 // childObject returns m[key] when it is an object. It returns false when the key is absent or holds
 // another type; a value of the wrong type is left for schema validation to reject.
 func childObject(m map[string]any, key string) (map[string]any, bool) {

@@ -2,21 +2,18 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
-
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 )
 
 // localNodeClass checks that every zone of a LocalNodeClass belongs to its region (the default region
 // when unset), which the CRD's per-item pattern cannot relate.
-func localNodeClass(_ context.Context, req *admission.Request, raw []byte) (findings, error) {
+func localNodeClass(_ context.Context, req *Request, obj *Object) (findings, error) {
 	var f findings
-	var lnc v1alpha1.LocalNodeClass
-	if err := json.Unmarshal(raw, &lnc); err != nil {
+	lnc, err := typedView[v1alpha1.LocalNodeClass](obj)
+	if err != nil {
 		return f, fmt.Errorf("decode LocalNodeClass %q: %w", req.Name, err)
 	}
 	region := lnc.Spec.Region

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
@@ -39,28 +38,33 @@ type templateChecks struct {
 //     satisfies them (denial);
 //   - the node class of nodeClassRef exists (warning);
 //   - no limit is below the NodePool's current usage (warning).
-func (t *templateChecks) nodePool(ctx context.Context, req *admission.Request, raw []byte) (findings, error) {
+func (t *templateChecks) nodePool(ctx context.Context, req *Request, obj *Object) (findings, error) {
 	var f findings
-	var np karpv1.NodePool
-	if err := json.Unmarshal(raw, &np); err != nil {
+	np, err := typedView[karpv1.NodePool](obj)
+	if err != nil {
 		return f, fmt.Errorf("decode NodePool %q: %w", req.Name, err)
 	}
 	for _, msg := range budgetFindings(np.Spec.Disruption.Budgets) {
 		f.deny(msg)
 	}
 	tpl := &np.Spec.Template
-	if !f.denyAll(runtimevalidation.NodePool(&np)) {
+	if !f.denyAll(runtimevalidation.NodePool(np)) {
 		cs := constraintsOf("spec.template.metadata.labels", tpl.Labels, "spec.template.spec.requirements", tpl.Spec.Requirements)
-		f.add(t.requirementFindings(ctx, &np, cs, "spec.template.spec.requirements"))
+		f.add(t.requirementFindings(ctx, np, cs, "spec.template.spec.requirements"))
 	}
 	f.add(t.nodeClassFindings(ctx, "spec.template.spec.nodeClassRef", tpl.Spec.NodeClassRef, "the NodePool stays NotReady"))
-	usageRaw := raw
-	if len(np.Status.Resources) == 0 && len(req.OldObject.Raw) > 0 {
+	usageOf := obj
+	if len(np.Status.Resources) == 0 && req.Old != nil {
 		// The new object of an update may come without status; the usage is the old one's.
-		usageRaw = req.OldObject.Raw
+		usageOf = req.Old
 	}
-	for _, msg := range limitFindings(raw, usageRaw) {
-		f.warn(msg)
+	// Request.decode has decoded both maps already.
+	content, err := obj.Content()
+	usage, usageErr := usageOf.Content()
+	if err == nil && usageErr == nil {
+		for _, msg := range limitFindings(content, usage) {
+			f.warn(msg)
+		}
 	}
 	return f, nil
 }
@@ -68,15 +72,15 @@ func (t *templateChecks) nodePool(ctx context.Context, req *admission.Request, r
 // nodeClaim checks a NodeClaim created by hand (Joiner's own NodeClaims are exempt): runtime validation
 // of its requirements and taints, then contradicting or unsatisfiable requirements and labels (denials),
 // and a missing node class (warning).
-func (t *templateChecks) nodeClaim(ctx context.Context, req *admission.Request, raw []byte) (findings, error) {
+func (t *templateChecks) nodeClaim(ctx context.Context, req *Request, obj *Object) (findings, error) {
 	var f findings
-	var nc karpv1.NodeClaim
-	if err := json.Unmarshal(raw, &nc); err != nil {
+	nc, err := typedView[karpv1.NodeClaim](obj)
+	if err != nil {
 		return f, fmt.Errorf("decode NodeClaim %q: %w", req.Name, err)
 	}
-	if !f.denyAll(runtimevalidation.NodeClaim(&nc)) {
+	if !f.denyAll(runtimevalidation.NodeClaim(nc)) {
 		cs := constraintsOf("metadata.labels", nc.Labels, "spec.requirements", nc.Spec.Requirements)
-		f.add(t.requirementFindings(ctx, nodePoolOf(&nc), cs, "spec.requirements"))
+		f.add(t.requirementFindings(ctx, nodePoolOf(nc), cs, "spec.requirements"))
 	}
 	f.add(t.nodeClassFindings(ctx, "spec.nodeClassRef", nc.Spec.NodeClassRef, "the NodeClaim cannot launch"))
 	return f, nil
@@ -191,24 +195,12 @@ func (t *templateChecks) nodeClassFindings(ctx context.Context, field string, re
 	return f
 }
 
-// limitFindings warns about limits (spec.limits of raw) below the current usage (status.resources of
-// usageRaw): no node launches until usage falls below them, which is rarely what lowering a limit was
+// limitFindings warns about limits (spec.limits of obj) below the current usage (status.resources of
+// usageOf): no node launches until usage falls below them, which is rarely what lowering a limit was
 // meant to do. Quantities are quoted as written, not in canonical form ("1000", not "1k").
-func limitFindings(raw, usageRaw []byte) []string {
-	var spec struct {
-		Spec struct {
-			Limits map[string]json.RawMessage `json:"limits"`
-		} `json:"spec"`
-	}
-	var status struct {
-		Status struct {
-			Resources map[string]json.RawMessage `json:"resources"`
-		} `json:"status"`
-	}
-	if json.Unmarshal(raw, &spec) != nil || json.Unmarshal(usageRaw, &status) != nil {
-		return nil
-	}
-	limits, usage := spec.Spec.Limits, status.Status.Resources
+func limitFindings(obj, usageOf map[string]any) []string {
+	limits, _ := objectAt(obj, "spec", "limits")
+	usage, _ := objectAt(usageOf, "status", "resources")
 	if len(limits) == 0 || len(usage) == 0 {
 		return nil
 	}
@@ -232,15 +224,21 @@ func limitFindings(raw, usageRaw []byte) []string {
 	return out
 }
 
-// quantityOf parses a JSON quantity, a string ("100Gi") or a number (1000), and returns it as written.
-func quantityOf(raw json.RawMessage) (string, resource.Quantity, bool) {
-	if len(raw) == 0 {
+// quantityOf parses a quantity of a decoded object, a string ("100Gi") or a number (1000), and returns
+// it as written: a number is quoted as its JSON.
+func quantityOf(v any) (string, resource.Quantity, bool) {
+	var text string
+	switch v := v.(type) {
+	case string:
+		text = v
+	case json.Number, int64, float64:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", resource.Quantity{}, false
+		}
+		text = string(b)
+	default:
 		return "", resource.Quantity{}, false
-	}
-	text := string(raw)
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		text = s
 	}
 	q, err := resource.ParseQuantity(text)
 	if err != nil {

@@ -2,20 +2,18 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/jsonobject"
 )
 
 // PodTenancyMutator is the mutating Pod handler (/mutate/pod). For a Pod created in a namespace bound to
@@ -36,18 +34,23 @@ type PodTenancyMutator struct {
 
 // Handle implements admission.Handler.
 func (m *PodTenancyMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return m.HandleDecoded(ctx, NewRequest(req))
+}
+
+// HandleDecoded implements DecodedHandler. It patches a copy of the decoded Pod.
+func (m *PodTenancyMutator) HandleDecoded(ctx context.Context, req *Request) admission.Response {
 	if req.Kind.Kind != "Pod" {
 		return badRequest(fmt.Errorf("this webhook mutates Pods but the request is for kind %q; check the webhook configuration's rules", req.Kind.Kind))
 	}
 	if req.Operation != admissionv1.Create || req.Namespace == "" || m.exemptNamespaces[req.Namespace] {
 		return admission.Allowed("")
 	}
-	obj, err := jsonobject.Decode(req.Object.Raw)
+	content, err := req.New.Content()
 	if err != nil {
 		return badRequest(fmt.Errorf("pod %s/%s: decode JSON: %w", req.Namespace, req.Name, err))
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+	pod, err := typedView[corev1.Pod](req.New)
+	if err != nil {
 		return badRequest(fmt.Errorf("decode pod %s/%s: %w", req.Namespace, req.Name, err))
 	}
 	ns, err := readNamespace(ctx, m.reader, req.Namespace)
@@ -57,10 +60,11 @@ func (m *PodTenancyMutator) Handle(ctx context.Context, req admission.Request) a
 		return admission.Allowed("").WithWarnings(clampWarnings([]string{fmt.Sprintf("NodePool tenancy not applied: %v", err)})...)
 	}
 	pools := BoundNodePools(ns)
-	spec, ok := childObject(obj, "spec")
-	if len(pools) == 0 || !ok {
+	if _, ok := childObject(content, "spec"); len(pools) == 0 || !ok {
 		return admission.Allowed("")
 	}
+	obj := runtime.DeepCopyJSON(content)
+	spec, _ := childObject(obj, "spec")
 
 	changed := false
 	if len(pools) == 1 {
@@ -74,11 +78,9 @@ func (m *PodTenancyMutator) Handle(ctx context.Context, req admission.Request) a
 	if !changed {
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
-	current, err := json.Marshal(obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("pod %s/%s: encode mutated pod: %w", req.Namespace, req.Name, err))
-	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, current).WithWarnings(warnings...)
+	return patchResponse(req.New, obj, func(err error) error {
+		return fmt.Errorf("pod %s/%s: encode mutated pod: %w", req.Namespace, req.Name, err)
+	}).WithWarnings(warnings...)
 }
 
 // boundTaints returns the taints of the bound NodePools, without duplicates, with a warning for each

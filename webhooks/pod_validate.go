@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -42,7 +41,12 @@ func (e *lookupError) Unwrap() error { return e.err }
 
 // Handle implements admission.Handler.
 func (v *PodTenancyValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	objs, err := decodeRequest(&req, "Pod")
+	return v.HandleDecoded(ctx, NewRequest(req))
+}
+
+// HandleDecoded implements DecodedHandler.
+func (v *PodTenancyValidator) HandleDecoded(ctx context.Context, req *Request) admission.Response {
+	objs, err := req.decode("Pod")
 	if err != nil {
 		return badRequest(err)
 	}
@@ -57,12 +61,12 @@ func (v *PodTenancyValidator) Handle(ctx context.Context, req admission.Request)
 	var f findings
 	pools := BoundNodePools(ns)
 	if len(pools) > 0 && (req.Operation == admissionv1.Create || req.Operation == admissionv1.Update) {
-		nf, err := v.tenancy(ctx, req.Namespace, pools, req.Object.Raw)
+		nf, err := v.tenancy(ctx, req.Namespace, pools, req.New)
 		if err != nil {
-			return v.failed(&req, err)
+			return v.failed(req, err)
 		}
 		if req.Operation == admissionv1.Update && len(nf.denials) > 0 {
-			if of, err := v.tenancy(ctx, req.Namespace, pools, req.OldObject.Raw); err == nil {
+			if of, err := v.tenancy(ctx, req.Namespace, pools, req.Old); err == nil {
 				nf = grandfather(nf, of)
 			}
 		}
@@ -72,13 +76,13 @@ func (v *PodTenancyValidator) Handle(ctx context.Context, req admission.Request)
 	if ns != nil {
 		nsLabels = ns.Labels
 	}
-	if review, ok := reviewOf(&req, objs, nsLabels); ok {
+	if review, ok := reviewOf(req, objs, nsLabels); ok {
 		f.add(v.gate.evaluate(ctx, review))
 	}
 	return respond(f)
 }
 
-func (v *PodTenancyValidator) failed(req *admission.Request, err error) admission.Response {
+func (v *PodTenancyValidator) failed(req *Request, err error) admission.Response {
 	if _, ok := errors.AsType[*lookupError](err); ok {
 		v.log.Error(err, "pod tenancy check failed", "namespace", req.Namespace, "pod", req.Name)
 		return admission.Denied(fmt.Sprintf("could not check NodePool tenancy of the pod: %v; retry", err))
@@ -86,21 +90,21 @@ func (v *PodTenancyValidator) failed(req *admission.Request, err error) admissio
 	return badRequest(err)
 }
 
-// tenancy checks one raw Pod against the NodePools its namespace is bound to, with the rule of package
+// tenancy checks one Pod of the request against the NodePools its namespace is bound to, with the rule of package
 // tenancy. The NodePools are listed only when the Pod has tolerations to judge.
-func (v *PodTenancyValidator) tenancy(ctx context.Context, namespace string, pools []string, raw []byte) (findings, error) {
+func (v *PodTenancyValidator) tenancy(ctx context.Context, namespace string, pools []string, obj *Object) (findings, error) {
 	var f findings
-	var pod corev1.Pod
-	if err := json.Unmarshal(raw, &pod); err != nil {
+	pod, err := typedView[corev1.Pod](obj)
+	if err != nil {
 		return f, fmt.Errorf("decode pod in namespace %q: %w", namespace, err)
 	}
-	violations := tenancy.Selection(namespace, pools, &pod)
+	violations := tenancy.Selection(namespace, pools, pod)
 	if len(pod.Spec.Tolerations) > 0 {
 		var list karpv1.NodePoolList
 		if err := v.reader.List(ctx, &list); err != nil {
 			return f, &lookupError{fmt.Errorf("list NodePools: %w", err)}
 		}
-		violations = append(violations, tenancy.Tolerations(namespace, pools, &pod, list.Items)...)
+		violations = append(violations, tenancy.Tolerations(namespace, pools, pod, list.Items)...)
 	}
 	for _, violation := range violations {
 		f.deny(violation.Message)

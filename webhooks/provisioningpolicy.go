@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -28,8 +27,13 @@ func NewProvisioningPolicyValidator(exemptUsernames []string) *ProvisioningPolic
 }
 
 // Handle implements admission.Handler.
-func (v *ProvisioningPolicyValidator) Handle(_ context.Context, req admission.Request) admission.Response {
-	objs, err := decodeRequest(&req, "ProvisioningPolicy")
+func (v *ProvisioningPolicyValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return v.HandleDecoded(ctx, NewRequest(req))
+}
+
+// HandleDecoded implements DecodedHandler.
+func (v *ProvisioningPolicyValidator) HandleDecoded(_ context.Context, req *Request) admission.Response {
+	objs, err := req.decode("ProvisioningPolicy")
 	if err != nil {
 		return badRequest(err)
 	}
@@ -42,7 +46,7 @@ func (v *ProvisioningPolicyValidator) Handle(_ context.Context, req admission.Re
 	if beingDeleted(objs.Object) {
 		return admission.Allowed("")
 	}
-	problem, err := provisioningPolicyProblem(req.Object.Raw)
+	problem, err := provisioningPolicyProblem(req.New)
 	if err != nil {
 		return badRequest(fmt.Errorf("ProvisioningPolicy %q: %w", req.Name, err))
 	}
@@ -50,7 +54,7 @@ func (v *ProvisioningPolicyValidator) Handle(_ context.Context, req admission.Re
 		return admission.Allowed("")
 	}
 	if req.Operation == admissionv1.Update {
-		if oldProblem, err := provisioningPolicyProblem(req.OldObject.Raw); err == nil && oldProblem == problem {
+		if oldProblem, err := provisioningPolicyProblem(req.Old); err == nil && oldProblem == problem {
 			// The stored policy is already broken in the same way (it was admitted while the webhook
 			// was unavailable): let unrelated updates through and say so.
 			return respond(findings{warnings: []string{"pre-existing: " + problem}})
@@ -59,13 +63,13 @@ func (v *ProvisioningPolicyValidator) Handle(_ context.Context, req admission.Re
 	return admission.Denied(problem)
 }
 
-// provisioningPolicyProblem returns why the raw ProvisioningPolicy would not compile, or "".
-func provisioningPolicyProblem(raw []byte) (string, error) {
-	var pp v1alpha1.ProvisioningPolicy
-	if err := json.Unmarshal(raw, &pp); err != nil {
+// provisioningPolicyProblem returns why the ProvisioningPolicy would not compile, or "".
+func provisioningPolicyProblem(obj *Object) (string, error) {
+	pp, err := typedView[v1alpha1.ProvisioningPolicy](obj)
+	if err != nil {
 		return "", fmt.Errorf("decode: %w", err)
 	}
-	p, err := policyobject.ToPolicy(&pp)
+	p, err := policyobject.ToPolicy(pp)
 	if err != nil {
 		return err.Error(), nil
 	}

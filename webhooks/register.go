@@ -77,8 +77,8 @@ type Dependencies struct {
 }
 
 // NewHandlers returns every handler keyed by its path (see Paths). Each is a plain admission.Handler that
-// can be called without a server.
-func NewHandlers(deps Dependencies) (map[string]admission.Handler, error) {
+// can be called without a server, and a DecodedHandler for callers that hold the objects decoded.
+func NewHandlers(deps Dependencies) (map[string]DecodedHandler, error) {
 	if deps.Engine == nil {
 		return nil, errors.New("webhooks: Dependencies.Engine is required; pass the policy engine the audit controller feeds")
 	}
@@ -108,7 +108,7 @@ func NewHandlers(deps Dependencies) (map[string]admission.Handler, error) {
 	validator := func(kind string, check semanticCheck) *Validator {
 		return &Validator{kind: kind, check: check, gate: gate, exempt: users}
 	}
-	return map[string]admission.Handler{
+	return map[string]DecodedHandler{
 		PathDefaultNodePool:            NewNodePoolDefaulter(),
 		PathDefaultNodeClaim:           NewNodeClaimDefaulter(),
 		PathDefaultEC2NodeClass:        NewEC2NodeClassDefaulter(),

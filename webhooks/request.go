@@ -1,14 +1,44 @@
 package webhooks
 
 import (
+	"context"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/joiner-dev/joiner/jsonobject"
 	"github.com/joiner-dev/joiner/policy"
 )
+
+// Request is an admission request with its objects decoded once: every check of the request (the
+// semantic checks, the old object's checks on UPDATE, the policy gate) reads New and Old rather than the
+// raw Object and OldObject of the embedded request. New is nil for DELETE and CONNECT unless the
+// request carries an object; Old is nil when the request has no old object (CREATE).
+type Request struct {
+	admission.Request
+	New *Object
+	Old *Object
+}
+
+// NewRequest wraps an admission request; its objects are decoded when a handler first reads them.
+func NewRequest(req admission.Request) *Request {
+	r := &Request{Request: req}
+	if req.Operation == admissionv1.Create || req.Operation == admissionv1.Update || len(req.Object.Raw) > 0 {
+		r.New = NewObject(req.Object.Raw)
+	}
+	if len(req.OldObject.Raw) > 0 {
+		r.Old = NewObject(req.OldObject.Raw)
+	}
+	return r
+}
+
+// DecodedHandler is a handler that also takes a request whose objects are already decoded, so that a
+// caller holding them (joiner check) does not encode them to JSON for the handler to decode again. Every
+// handler of NewHandlers is one; Handle is HandleDecoded of NewRequest.
+type DecodedHandler interface {
+	admission.Handler
+	HandleDecoded(ctx context.Context, req *Request) admission.Response
+}
 
 // requestObjects are the decoded new and old objects of a request. Object is nil for DELETE (and for
 // CONNECT); Old is nil for CREATE.
@@ -17,38 +47,38 @@ type requestObjects struct {
 	Old    map[string]any
 }
 
-// decodeRequest checks that req is about wantKind and decodes its objects. The error names what is wrong
-// with the request.
-func decodeRequest(req *admission.Request, wantKind string) (requestObjects, error) {
+// decode checks that the request is about wantKind and decodes its objects. The error names what is
+// wrong with the request.
+func (r *Request) decode(wantKind string) (requestObjects, error) {
 	var objs requestObjects
-	if req.Kind.Kind != wantKind {
-		return objs, fmt.Errorf("this webhook handles %s objects but the request is for kind %q; check the webhook configuration's rules", wantKind, req.Kind.Kind)
+	if r.Kind.Kind != wantKind {
+		return objs, fmt.Errorf("this webhook handles %s objects but the request is for kind %q; check the webhook configuration's rules", wantKind, r.Kind.Kind)
 	}
-	switch req.Operation {
+	switch r.Operation {
 	case admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect:
 	default:
-		return objs, fmt.Errorf("unsupported admission operation %q; expected CREATE, UPDATE, DELETE or CONNECT", req.Operation)
+		return objs, fmt.Errorf("unsupported admission operation %q; expected CREATE, UPDATE, DELETE or CONNECT", r.Operation)
 	}
 	var err error
-	if req.Operation == admissionv1.Create || req.Operation == admissionv1.Update {
-		if objs.Object, err = jsonobject.Decode(req.Object.Raw); err != nil {
-			return objs, fmt.Errorf("request object of %s %q: decode JSON: %w", wantKind, req.Name, err)
+	if r.Operation == admissionv1.Create || r.Operation == admissionv1.Update {
+		if objs.Object, err = r.New.Content(); err != nil {
+			return objs, fmt.Errorf("request object of %s %q: decode JSON: %w", wantKind, r.Name, err)
 		}
 	}
-	if (req.Operation == admissionv1.Update || req.Operation == admissionv1.Delete) && len(req.OldObject.Raw) > 0 {
-		if objs.Old, err = jsonobject.Decode(req.OldObject.Raw); err != nil {
-			return objs, fmt.Errorf("request old object of %s %q: decode JSON: %w", wantKind, req.Name, err)
+	if (r.Operation == admissionv1.Update || r.Operation == admissionv1.Delete) && r.Old != nil {
+		if objs.Old, err = r.Old.Content(); err != nil {
+			return objs, fmt.Errorf("request old object of %s %q: decode JSON: %w", wantKind, r.Name, err)
 		}
 	}
-	if req.Operation == admissionv1.Update && objs.Old == nil {
-		return objs, fmt.Errorf("UPDATE request for %s %q has no old object", wantKind, req.Name)
+	if r.Operation == admissionv1.Update && objs.Old == nil {
+		return objs, fmt.Errorf("UPDATE request for %s %q has no old object", wantKind, r.Name)
 	}
 	return objs, nil
 }
 
 // reviewOf turns an admission request into a policy review with policy.BuildReview, the builder the
 // audit and the offline checks share. It returns false for operations policies cannot match (CONNECT).
-func reviewOf(req *admission.Request, objs requestObjects, namespaceLabels map[string]string) (policy.Review, bool) {
+func reviewOf(req *Request, objs requestObjects, namespaceLabels map[string]string) (policy.Review, bool) {
 	var op policy.Operation
 	switch req.Operation {
 	case admissionv1.Create:
@@ -82,7 +112,7 @@ func reviewOf(req *admission.Request, objs requestObjects, namespaceLabels map[s
 		},
 		NamespaceLabels: namespaceLabels,
 	})
-	// With the kind given, BuildReview cannot fail; decodeRequest already checked the objects.
+	// With the kind given, BuildReview cannot fail; Request.decode already checked the objects.
 	return review, err == nil
 }
 

@@ -7,9 +7,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// semanticCheck checks one raw object (the request's object, or its old object on UPDATE) and returns its
+// semanticCheck checks one object of a request (its object, or its old object on UPDATE) and returns its
 // findings. An error means the object could not be read and rejects the request.
-type semanticCheck func(ctx context.Context, req *admission.Request, raw []byte) (findings, error)
+type semanticCheck func(ctx context.Context, req *Request, obj *Object) (findings, error)
 
 // Validator is the validating handler of one cluster-scoped kind: the kind's semantic checks, then the
 // policy engine. Semantic problems and Deny policy violations are combined into one denial, one line
@@ -23,7 +23,12 @@ type Validator struct {
 
 // Handle implements admission.Handler.
 func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	objs, err := decodeRequest(&req, v.kind)
+	return v.HandleDecoded(ctx, NewRequest(req))
+}
+
+// HandleDecoded implements DecodedHandler.
+func (v *Validator) HandleDecoded(ctx context.Context, req *Request) admission.Response {
+	objs, err := req.decode(v.kind)
 	if err != nil {
 		return badRequest(err)
 	}
@@ -33,19 +38,19 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	var f findings
 	checked := req.Operation == admissionv1.Create || req.Operation == admissionv1.Update
 	if v.check != nil && checked && !beingDeleted(objs.Object) {
-		nf, err := v.check(ctx, &req, req.Object.Raw)
+		nf, err := v.check(ctx, req, req.New)
 		if err != nil {
 			return badRequest(err)
 		}
 		if req.Operation == admissionv1.Update && len(nf.denials) > 0 {
 			// Only pay for checking the old object when there is something to forgive.
-			if of, err := v.check(ctx, &req, req.OldObject.Raw); err == nil {
+			if of, err := v.check(ctx, req, req.Old); err == nil {
 				nf = grandfather(nf, of)
 			}
 		}
 		f.add(nf)
 	}
-	if review, ok := reviewOf(&req, objs, nil); ok {
+	if review, ok := reviewOf(req, objs, nil); ok {
 		f.add(v.gate.evaluate(ctx, review))
 	}
 	return respond(f)

@@ -13,7 +13,6 @@ import (
 	"github.com/joiner-dev/joiner/crdvalidation"
 	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/policy"
-	"github.com/joiner-dev/joiner/policy/offline"
 )
 
 const checkUsage = `Usage: joiner check -f <file|dir|-> [-f ...] [--policies <file|dir>] [--old <file|dir>] [-o text|json]
@@ -51,21 +50,18 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprint(stderr, checkUsage)
 		fs.PrintDefaults()
 	}
-	var files, old stringList
-	fs.Var(&files, "f", "manifest file, directory or - for standard input (repeatable)")
+	var inputs manifestFlags
+	inputs.bind(fs)
+	var old stringList
 	fs.Var(&old, "old", "file or directory of the manifests the cluster holds now; matching objects are checked as updates (repeatable)")
 	policies := fs.String("policies", "", "file or directory of the cluster's ProvisioningPolicy manifests (default: no policies)")
 	output := fs.String("o", admissioncheck.OutputText, "output format: text or json")
 	validate := fs.String("validate", "strict", "what to do with fields the CRD does not declare, as kubectl apply --validate: strict (refuse), warn (drop with a warning) or ignore")
 	skipUnknown := fs.Bool("skip-unknown-kinds", false, "skip manifests of kinds Joiner does not admit (Deployments, ConfigMaps, ...) instead of failing on them")
 	timeout := fs.Duration("timeout", policy.DefaultEvalTimeout, "policy evaluation deadline per object")
-	maxFileSize := byteSize(offline.DefaultMaxFileSize)
-	fs.Var(&maxFileSize, "max-file-size", "size limit of each input file and of standard input, such as 64Mi, 512Ki or 1Gi")
-	allowEmpty := fs.Bool("allow-empty", false, "succeed when the inputs hold no objects at all (by default that is an error, so a wrong path fails)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
-	files = append(files, fs.Args()...)
 	fv, err := fieldValidation(*validate)
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner check:", err)
@@ -76,9 +72,9 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		debug.SetGCPercent(operator.GoGCPercent)
 	}
 	code, err := admissioncheck.Run(ctx, admissioncheck.Config{
-		ObjectPaths: files, OldPaths: old, PolicyPath: *policies, Stdin: stdin, Output: *output,
+		ObjectPaths: inputs.paths(fs), OldPaths: old, PolicyPath: *policies, Stdin: stdin, Output: *output,
 		FieldValidation: string(fv), SkipUnknownKinds: *skipUnknown, EvalTimeout: *timeout,
-		Load: offline.LoadOptions{MaxFileSize: int64(maxFileSize), Warnings: stderr, AllowEmpty: *allowEmpty},
+		Load: inputs.loadOptions(stderr),
 	}, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner check:", err)

@@ -28,20 +28,9 @@ const disruptionUsage = `Usage: joiner disruption plan [flags]
 `
 
 func runDisruption(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, disruptionUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, disruptionUsage)
-		return 0
-	case "plan":
-		return runDisruptionPlan(ctx, args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "joiner disruption: unknown command %q\n\n%s", args[0], disruptionUsage)
-		return 2
-	}
+	return runSubcommand("joiner disruption", disruptionUsage, args, stdout, stderr, map[string]func([]string) int{
+		"plan": func(args []string) int { return runDisruptionPlan(ctx, args, stdout, stderr) },
+	})
 }
 
 func runDisruptionPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {

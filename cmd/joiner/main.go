@@ -40,29 +40,17 @@ func main() {
 
 // run dispatches a command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "version", "--version":
+	printVersion := func([]string) int {
 		fmt.Fprintln(stdout, "joiner", version)
 		return 0
-	case "controller":
-		return runController(ctx, args[1:], stderr)
-	case "check":
-		return runCheck(ctx, args[1:], stdin, stdout, stderr)
-	case "policy":
-		return runPolicy(ctx, args[1:], stdin, stdout, stderr)
-	case "disruption":
-		return runDisruption(ctx, args[1:], stdout, stderr)
-	case "convert":
-		return runConvert(args[1:], stdin, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "joiner: unknown command %q\n\n%s", args[0], usage)
-		return 2
 	}
+	return runSubcommand("joiner", usage, args, stdout, stderr, map[string]func([]string) int{
+		"version":    printVersion,
+		"--version":  printVersion,
+		"controller": func(args []string) int { return runController(ctx, args, stderr) },
+		"check":      func(args []string) int { return runCheck(ctx, args, stdin, stdout, stderr) },
+		"policy":     func(args []string) int { return runPolicy(ctx, args, stdin, stdout, stderr) },
+		"disruption": func(args []string) int { return runDisruption(ctx, args, stdout, stderr) },
+		"convert":    func(args []string) int { return runConvert(args, stdin, stdout, stderr) },
+	})
 }

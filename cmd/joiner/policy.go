@@ -26,74 +26,38 @@ const policyUsage = `Usage: joiner policy <check|test> [flags]
           Runs the Rego test_ rules (*_test.rego) against the policies in <dir> with OPA's tester.
 `
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 func runPolicy(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, policyUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, policyUsage)
-		return 0
-	case "check":
-		return runPolicyCheck(ctx, args[1:], stdin, stdout, stderr)
-	case "test":
-		return runPolicyTest(ctx, args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "joiner policy: unknown command %q\n\n%s", args[0], policyUsage)
-		return 2
-	}
+	return runSubcommand("joiner policy", policyUsage, args, stdout, stderr, map[string]func([]string) int{
+		"check": func(args []string) int { return runPolicyCheck(ctx, args, stdin, stdout, stderr) },
+		"test":  func(args []string) int { return runPolicyTest(ctx, args, stdout, stderr) },
+	})
 }
 
 func runPolicyCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("joiner policy check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var files stringList
-	fs.Var(&files, "f", "manifest file, directory or - for standard input (repeatable)")
+	var inputs manifestFlags
+	inputs.bind(fs)
 	policies := fs.String("policies", "", "file or directory of ProvisioningPolicy manifests (required)")
 	output := fs.String("o", offline.OutputText, "output format: text or json")
 	operation := fs.String("operation", string(policy.OperationCreate), "admission operation to evaluate as: CREATE or UPDATE")
 	timeout := fs.Duration("timeout", policy.DefaultEvalTimeout, "evaluation deadline per object")
-	maxFileSize := byteSize(offline.DefaultMaxFileSize)
-	fs.Var(&maxFileSize, "max-file-size", "size limit of each input file and of standard input, such as 64Mi, 512Ki or 1Gi")
-	allowEmpty := fs.Bool("allow-empty", false, "succeed when the inputs hold no objects at all (by default that is an error, so a wrong path fails)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
-	files = append(files, fs.Args()...)
 	if *policies == "" {
 		fmt.Fprintln(stderr, "joiner policy check: --policies is required: pass a file or folder of ProvisioningPolicy manifests")
 		return 1
 	}
 	code, err := offline.RunCheck(ctx, offline.CheckConfig{
-		PolicyDir: *policies, ObjectPaths: files, Stdin: stdin, Output: *output,
+		PolicyDir: *policies, ObjectPaths: inputs.paths(fs), Stdin: stdin, Output: *output,
 		Operation: policy.Operation(strings.ToUpper(*operation)), EvalTimeout: *timeout,
-		Load: offline.LoadOptions{MaxFileSize: int64(maxFileSize), Warnings: stderr, AllowEmpty: *allowEmpty},
+		Load: inputs.loadOptions(stderr),
 	}, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner policy check:", err)
 	}
 	return code
-}
-
-// byteSize is a size flag: a byte count with an optional binary unit (offline.ParseSize).
-type byteSize int64
-
-func (b *byteSize) String() string { return offline.FormatSize(int64(*b)) }
-
-func (b *byteSize) Set(v string) error {
-	n, err := offline.ParseSize(v)
-	if err != nil {
-		return err
-	}
-	*b = byteSize(n)
-	return nil
 }
 
 func runPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -118,12 +82,4 @@ func runPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 1
 	}
 	return 0
-}
-
-// flagExit maps a flag parse error to an exit code: 0 for --help, 2 otherwise.
-func flagExit(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return 2
 }

@@ -2,7 +2,6 @@ package offline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,50 +117,38 @@ func Check(ctx context.Context, engine *policy.Engine, objects []Object, opts Ch
 	return rep, nil
 }
 
+// Findings are the lines of the text report: each object's violations, then its errors.
+func (r *Report) Findings() []Finding {
+	var out []Finding
+	for _, o := range r.Objects {
+		line := Finding{Source: o.Source, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+		for _, v := range o.Violations {
+			line.Action, line.Message = strings.ToLower(string(v.Action)), v.String()
+			out = append(out, line)
+		}
+		for _, e := range o.Errors {
+			line.Action, line.Message = "error", e
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// SummaryLine counts the objects, the policies and the results.
+func (r *Report) SummaryLine() string {
+	s := r.Summary
+	return fmt.Sprintf("checked %d objects against %d policies: %d deny, %d warn, %d dryrun, %d errors", s.Objects, s.Policies, s.Deny, s.Warn, s.DryRun, s.Errors)
+}
+
 // WriteText prints one line per violation and per error, then a summary line:
 //
 //	<source> <Kind>/<name>: deny [policy-name] message (field: spec.limits.cpu)
 //
 // Everything from "[" on is exactly the message the admission webhook returns.
-func (r *Report) WriteText(w io.Writer) error {
-	var b strings.Builder
-	for _, o := range r.Objects {
-		id := o.Source
-		if o.Kind != "" {
-			id += " " + o.Kind + "/" + qualifiedName(o.Namespace, o.Name)
-		}
-		for _, v := range o.Violations {
-			fmt.Fprintf(&b, "%s: %s %s\n", id, strings.ToLower(string(v.Action)), v.String())
-		}
-		for _, e := range o.Errors {
-			fmt.Fprintf(&b, "%s: error %s\n", id, e)
-		}
-	}
-	s := r.Summary
-	fmt.Fprintf(&b, "checked %d objects against %d policies: %d deny, %d warn, %d dryrun, %d errors\n", s.Objects, s.Policies, s.Deny, s.Warn, s.DryRun, s.Errors)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func qualifiedName(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
+func (r *Report) WriteText(w io.Writer) error { return WriteText(w, r) }
 
 // WriteJSON prints the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
-// Output formats accepted by CheckConfig.Output.
-const (
-	OutputText = "text"
-	OutputJSON = "json"
-)
+func (r *Report) WriteJSON(w io.Writer) error { return WriteJSON(w, r) }
 
 // CheckConfig is everything `joiner policy check` needs.
 type CheckConfig struct {
@@ -189,10 +176,8 @@ type CheckConfig struct {
 // error (bad flags, unreadable files, invalid policies, no objects found unless cfg.Load.AllowEmpty, ctx done
 // while reading) always comes with exit code 1 and no report.
 func RunCheck(ctx context.Context, cfg CheckConfig, w io.Writer) (int, error) {
-	switch cfg.Output {
-	case "", OutputText, OutputJSON:
-	default:
-		return 1, fmt.Errorf("output %q is not supported; use %s or %s", cfg.Output, OutputText, OutputJSON)
+	if err := CheckOutput(cfg.Output); err != nil {
+		return 1, err
 	}
 	if len(cfg.ObjectPaths) == 0 {
 		return 1, errors.New("no objects to check; pass files, directories or - for standard input")
@@ -213,13 +198,5 @@ func RunCheck(ctx context.Context, cfg CheckConfig, w io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if cfg.Output == OutputJSON {
-		err = rep.WriteJSON(w)
-	} else {
-		err = rep.WriteText(w)
-	}
-	if err != nil {
-		return 1, fmt.Errorf("write report: %w", err)
-	}
-	return rep.ExitCode(), nil
+	return WriteReport(w, cfg.Output, rep)
 }
