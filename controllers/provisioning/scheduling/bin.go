@@ -5,6 +5,10 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/topology"
 )
 
 // bin is a node pods can be placed on: an existing node or in-flight NodeClaim (existing set), or
@@ -24,9 +28,9 @@ type bin struct {
 	// domains is the fixed domain per topology key, -1 while open.
 	domains []int32
 	// used is what the node's pods (and, for a planned NodeClaim, DaemonSets) request.
-	used vec
+	used resources.Vec
 	// capacity is the allocatable capacity of an existing node.
-	capacity vec
+	capacity resources.Vec
 	// opts, first and price: for a planned NodeClaim, its instance-type options, the index of
 	// the cheapest that fits used, and that option's price.
 	opts       *optionSet
@@ -35,10 +39,10 @@ type bin struct {
 	budget     float64 // for a planned NodeClaim, the price its packing aims at (sizing.go)
 	taints     []corev1.Taint
 	ports      []hostPort
-	counts     []groupCount // hostname groups: pods selected
-	owners     []groupCount // hostname groups: hard owners
-	placed     []*podInfo   // pods placed by this simulation, in order
-	basePorts  []hostPort   // host ports of the pods already on an existing node
+	counts     []topology.GroupCount // hostname groups: pods selected
+	owners     []topology.GroupCount // hostname groups: hard owners
+	placed     []*podInfo            // pods placed by this simulation, in order
+	basePorts  []hostPort            // host ports of the pods already on an existing node
 	minRelaxed bool
 }
 

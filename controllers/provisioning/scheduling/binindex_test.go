@@ -13,6 +13,8 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // referenceBins is the best placement of q on the bins, found by trying every one in order with
@@ -66,7 +68,7 @@ func referenceTarget(s *solver, q *podInfo, src *bin, limit float64) (plan, bool
 		if b == src || (b.isNew() && len(b.placed) == 0) {
 			continue
 		}
-		if free && b.isNew() && !fitsCore(&b.used, &q.requests, &b.opts.alloc[b.first]) {
+		if free && b.isNew() && !resources.FitsCore(&b.used, &q.requests, &b.opts.alloc[b.first]) {
 			continue
 		}
 		if _, ok := s.estimate(q, b); !ok {
@@ -168,7 +170,7 @@ func TestIndexFindsWhatAScanFinds(t *testing.T) {
 				if gotOK {
 					s.commit(q, &got)
 				}
-				s.pending.subInPlace(&q.requests)
+				s.pending.Sub(&q.requests)
 			}
 			for _, src := range s.bins[s.existingCount:] {
 				for _, q := range slices.Clone(src.placed) {

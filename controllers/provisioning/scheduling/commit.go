@@ -3,6 +3,8 @@ package scheduling
 import (
 	"fmt"
 	"slices"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // commit applies a placement.
@@ -14,13 +16,13 @@ func (s *solver) commit(q *podInfo, p *plan) {
 	if b.isNew() {
 		t := b.tmpl
 		if t.limits.any() {
-			var before vec
+			var before resources.Vec
 			if len(b.placed) > 0 {
 				before = t.instanceTypes[b.opts.typeIndices[b.first]].capacity
 			} else {
 				t.limits.claims++
 			}
-			t.limits.reserved = t.limits.reserved.minus(before).plus(t.instanceTypes[p.opts.typeIndices[p.optionIndex]].capacity)
+			t.limits.reserved = t.limits.reserved.Minus(before).Plus(t.instanceTypes[p.opts.typeIndices[p.optionIndex]].capacity)
 		}
 		if p.narrowed {
 			b.reqs, b.spec = p.reqs, s.specOf(q, p)
@@ -39,7 +41,7 @@ func (s *solver) commit(q *podInfo, p *plan) {
 		b.budget = max(p.budget, b.price)
 		b.minRelaxed = b.minRelaxed || p.minRelaxed
 	}
-	b.used = b.used.plus(q.requests)
+	b.used = b.used.Plus(q.requests)
 	b.ports = append(b.ports, q.ports...)
 	b.placed = append(b.placed, q)
 	for _, g := range q.selectedBy {

@@ -3,6 +3,8 @@ package scheduling
 import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // DaemonSet overhead. Every node a NodeClaim becomes runs the DaemonSet pods whose tolerations
@@ -54,7 +56,7 @@ func (t *poolTemplate) prepareDaemons(daemons []*podInfo) {
 	for _, ds := range daemons {
 		switch t.reachOf(ds) {
 		case runsOnAll:
-			t.daemon = t.daemon.plus(ds.requests)
+			t.daemon = t.daemon.Plus(ds.requests)
 		case runsOnSome:
 			t.varying.pods = append(t.varying.pods, ds)
 		}
@@ -66,19 +68,19 @@ func (t *poolTemplate) prepareDaemons(daemons []*podInfo) {
 	for i := range t.instanceTypes {
 		info := &t.instanceTypes[i]
 		node := nodeParts{t.reqs, info.instanceType.Requirements}
-		var charged vec
+		var charged resources.Vec
 		for d, ds := range t.varying.pods {
 			switch reachOn(ds, node, info.instanceType.Offerings) {
 			case runsOnAll:
-				charged = charged.plus(ds.requests)
+				charged = charged.Plus(ds.requests)
 			case runsOnSome:
 				t.varying.byType[i] = append(t.varying.byType[i], int32(d))
-				if ds.requests.extended != nil {
-					charged = charged.plus(vec{extended: ds.requests.extended})
+				if ds.requests.Extended != nil {
+					charged = charged.Plus(resources.Vec{Extended: ds.requests.Extended})
 				}
 			}
 		}
-		info.alloc = info.alloc.minus(charged)
+		info.alloc = info.alloc.Minus(charged)
 	}
 }
 
@@ -109,8 +111,8 @@ func (t *poolTemplate) reachOf(ds *podInfo) daemonReach {
 // pods on a NodeClaim with requirements reqs: its allocatable less the requests of the DaemonSet
 // pods that run on some of the NodePool's nodes and may run on one of the type's offerings under
 // reqs. The pods that run on every node are in the NodeClaim's used resources instead.
-func (t *poolTemplate) optionAlloc(i int32, reqs requirements.Requirements) [numCore]int64 {
-	alloc := t.instanceTypes[i].alloc.core
+func (t *poolTemplate) optionAlloc(i int32, reqs requirements.Requirements) [resources.NumCore]int64 {
+	alloc := t.instanceTypes[i].alloc.Core
 	if t.varying.byType == nil || len(t.varying.byType[i]) == 0 {
 		return alloc
 	}
@@ -120,8 +122,8 @@ func (t *poolTemplate) optionAlloc(i int32, reqs requirements.Requirements) [num
 		if !runsOn(ds, nodeParts{reqs, it.Requirements}, it.Offerings) {
 			continue
 		}
-		for r := range numCore {
-			alloc[r] = max(alloc[r]-ds.requests.core[r], 0)
+		for r := range resources.NumCore {
+			alloc[r] = max(alloc[r]-ds.requests.Core[r], 0)
 		}
 	}
 	return alloc

@@ -37,21 +37,41 @@ func daemonTestTypes() []*cloudprovider.InstanceType {
 // TestDaemonSetOverheadPerInstanceType places one 1-cpu pod with DaemonSets that run on some nodes
 // only: each is charged to the instance types and offerings it would run on, and only a DaemonSet
 // that runs on every node of the NodePool is part of the NodeClaim's requests.
+type daemonOverheadCase struct {
+	name     string
+	pool     []poolOption
+	daemons  []*corev1.Pod
+	pod      []podOption
+	wantType string // the NodeClaim's cheapest option
+	wantCPU  string // the NodeClaim's cpu requests
+}
+
 func TestDaemonSetOverheadPerInstanceType(t *testing.T) {
+	tests := daemonOverheadCases()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPod("p", "1", "1Gi", tt.pod...)
+			r := solve(t, Input{Pods: []*corev1.Pod{p}, NodePools: []NodePool{pool(newNodePool("default", tt.pool...), daemonTestTypes()...)}, DaemonSetPods: tt.daemons})
+			nc := planOf(t, r, "p")
+			if got := cheapest(nc); got != tt.wantType {
+				t.Errorf("cheapest option %s, want %s (options %v)", got, tt.wantType, nc.InstanceTypeNames())
+			}
+			want := resource.MustParse(tt.wantCPU)
+			if got := nc.Requests[corev1.ResourceCPU]; got.Cmp(want) != 0 {
+				t.Errorf("requests cpu %s, want %s", got.String(), want.String())
+			}
+		})
+	}
+}
+
+func daemonOverheadCases() []daemonOverheadCase {
 	dedicated := corev1.Taint{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}
 	tolerateAll := withTolerations(corev1.Toleration{Operator: corev1.TolerationOpExists})
 	ds := func(name, cpu string, opts ...podOption) *corev1.Pod { return newPod(name, cpu, "100Mi", opts...) }
 	on := func(key string, values ...string) podOption {
 		return withNodeAffinity(nodeSelectorRequirement(key, corev1.NodeSelectorOpIn, values...))
 	}
-	tests := []struct {
-		name     string
-		pool     []poolOption
-		daemons  []*corev1.Pod
-		pod      []podOption
-		wantType string // the NodeClaim's cheapest option
-		wantCPU  string // the NodeClaim's cpu requests
-	}{
+	return []daemonOverheadCase{
 		{name: "a DaemonSet on every node is in the requests",
 			daemons: []*corev1.Pod{ds("logs", "1500m")}, wantType: "arm-4", wantCPU: "2500m"},
 		{name: "an arm64 DaemonSet is charged to the arm64 types only",
@@ -110,20 +130,6 @@ func TestDaemonSetOverheadPerInstanceType(t *testing.T) {
 			daemons:  []*corev1.Pod{ds("arm-agent", "3", tolerateAll, withNodeSelector(karpv1.LabelArch, karpv1.ArchitectureArm64))},
 			pod:      []podOption{tolerateAll},
 			wantType: "amd-2", wantCPU: "1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := newPod("p", "1", "1Gi", tt.pod...)
-			r := solve(t, Input{Pods: []*corev1.Pod{p}, NodePools: []NodePool{pool(newNodePool("default", tt.pool...), daemonTestTypes()...)}, DaemonSetPods: tt.daemons})
-			nc := planOf(t, r, "p")
-			if got := cheapest(nc); got != tt.wantType {
-				t.Errorf("cheapest option %s, want %s (options %v)", got, tt.wantType, nc.InstanceTypeNames())
-			}
-			want := resource.MustParse(tt.wantCPU)
-			if got := nc.Requests[corev1.ResourceCPU]; got.Cmp(want) != 0 {
-				t.Errorf("requests cpu %s, want %s", got.String(), want.String())
-			}
-		})
 	}
 }
 

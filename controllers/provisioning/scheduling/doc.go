@@ -28,30 +28,33 @@
 //     type, or per option set where it depends on the offering).
 //   - scheduler.go, Scheduler.Solve (or solve.go, the package-level Solve, which is Prepare plus
 //     one Scheduler.Solve): takes the NodePools' remaining limits and runs one simulation.
-//   - setup.go, newSolver, in this order: preparePods (pods.go newPodInfo: requests (resources.go
-//     podRequests), node requirements with those of the pod's volumes (volumes.go), host ports,
-//     soft node affinity; topology.go constraintsOf), prepareNodePools (template.go
+//   - setup.go, newSolver, in this order: preparePods (pods.go newPodInfo: requests (resources
+//     PodRequests), node requirements with those of the pod's volumes (volumes.go), host ports,
+//     soft node affinity; topology.ConstraintsOf), prepareNodePools (template.go
 //     newTemplate: a per-simulation template carrying the remaining limits), prepareGroups
-//     (topology.go groupFor: shared topology groups), prepareSelection (which groups count each
+//     (topology.GroupFor: shared topology groups), prepareSelection (which groups count each
 //     pod, and which NodePools' taints it tolerates, via taints.go), prepareExistingNodes (each
 //     existing node becomes a bin with its pods counted), prepareOrder (pod sizes, and the
 //     prospective NodeClaim each NodePool would open).
-//   - solve.go, solver.run: sorts the pods (queueOrder), indexes the bins (binindex.go), then
+//   - solve.go, solver.run: sorts the pods (queueOrder), indexes the bins (binindex.go, with
+//     binbuckets.go and bincandidates.go), then
 //     places them in passes; later passes retry failed pods, dropping their soft constraints one
 //     at a time (pods.go relax, in the order sortPrefs sets). solver.place is where a pod gets
 //     placed: bestPlacement looks, through the bin index, at the existing nodes and planned
 //     NodeClaims that can take it, then at the first NodePool whose prospective NodeClaim takes
 //     it, and keeps the cheapest placement: by unit price first (sizing.go: a NodeClaim is sized
 //     for the pods still to come, and commits to a budget), then by the price it adds.
-//   - fit.go: estimate (a cheap bound from resources alone) and fit, which checks one placement:
-//     taints, host ports, node requirements, topology (topologycheck.go fitsTopology, which also
-//     pins an open zone or other domain of a planned NodeClaim), then for a planned NodeClaim the
-//     instance types left (template.go optionsFor and cheapestFit: the per-NodeClaim narrowing of
-//     instance types), minValues and the NodePool's limits (template.go limits.allows).
+//   - fit.go: estimate (a cheap bound from resources alone) and fit, which checks one placement
+//     as a list of checks, one function per constraint: fitsTaints, fitsHostPorts,
+//     fitsNodeRequirements, fitsTopology (topologycheck.go: the groups of the node itself, then
+//     each other key, pinning an open zone or other domain of a planned NodeClaim; each group is
+//     checked by the topology package), then for a planned NodeClaim the instance types left
+//     (template.go optionsFor and cheapestFit: the per-NodeClaim narrowing of instance types),
+//     fitsMinValues and fitsLimits (template.go limits.allows). plan.go orders the placements.
 //   - commit.go: applies the chosen placement: opens the NodeClaim if it is new, reserves its
 //     capacity against the limits, records the narrowed requirements and topology counts.
 //   - repack.go: the repacking pass, run by solver.run once every pod has been tried: the pods
-//     that only need resources are packed again from scratch (pack.go, guided by the covering LP
+//     that only need resources are packed again from scratch (the pack package, guided by the covering LP
 //     of their demand over the instance types) within each class of planned NodeClaims that share
 //     a NodePool and requirements, and the new packing is kept when it is cheaper.
 //   - improve.go: the improvement pass, run next: moves pods off planned NodeClaims when that
@@ -65,11 +68,13 @@
 //
 // Supporting files: bin.go (a node in the simulation), pods.go (a pod in the simulation and its
 // soft constraints), template.go (a NodePool in the simulation: instance types, option sets,
-// limits), topology.go (topology keys, domains and groups), topologycheck.go (the topology
-// checks of fit), resources.go (resource arithmetic, pod requests), extended.go (extended
-// resources in fit checks), taints.go (tolerations),
+// limits), topologycheck.go (the topology checks of fit), taints.go (tolerations),
 // daemons.go (where DaemonSet pods run, and the overhead they add), volumes.go (where a pod's
 // volumes can be used: Volumes, and the requirements of claims, volumes and StorageClasses).
+//
+// Subpackages, each pure: resources (resource arithmetic: Vec, pod requests, extended
+// resources), topology (topology keys, domains and groups, their counts and the check of one
+// group), pack (the packer of the repacking pass) and coverlp (the covering LP).
 //
 // Where NodePool limits are applied: they enter through Scheduler.Solve (NodePool.Remaining for
 // the package-level Solve), become template.go's limits in setup.go, are checked in fit.go,

@@ -3,6 +3,8 @@ package scheduling
 import (
 	"fmt"
 	"strings"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // UnschedulableError says why a pod could not be placed: per NodePool, what ruled it out for a
@@ -78,8 +80,8 @@ func (s *solver) explain(q *podInfo) error {
 			}
 			fresh := s.fresh[i]
 			if _, ok := s.estimate(q, fresh); !ok {
-				need := fresh.used.plus(q.requests)
-				refusal.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", describeVec(need))
+				need := fresh.used.Plus(q.requests)
+				refusal.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", resources.Describe(need))
 			} else if _, ok := s.fit(q, fresh, &refusal); ok {
 				refusal.set("a new NodeClaim would fit the pod alone, but not together with the pods already planned")
 			}

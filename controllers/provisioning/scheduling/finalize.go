@@ -3,12 +3,13 @@ package scheduling
 import (
 	"maps"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // results turns the simulation state into decisions.
@@ -19,9 +20,9 @@ func (s *solver) results() *Results {
 			r.ExistingNodes = append(r.ExistingNodes, ExistingNodePlacement{Node: b.existing, Pods: b.pods()})
 		}
 	}
-	budgets := make([]vec, len(s.templates))
+	budgets := make([]resources.Vec, len(s.templates))
 	for i, t := range s.templates {
-		budgets[i] = t.limits.remaining.minus(t.limits.reserved)
+		budgets[i] = t.limits.remaining.Minus(t.limits.reserved)
 	}
 	for _, b := range s.bins[s.existingCount:] {
 		if len(b.placed) == 0 {
@@ -43,7 +44,7 @@ func (s *solver) results() *Results {
 // finalizeClaim lists the instance types that fit the NodeClaim's pods, cheapest first, keeps
 // within the NodePool's limits (the largest option of each NodeClaim may only use what budget
 // has left) and truncates to MaxInstanceTypes.
-func (s *solver) finalizeClaim(b *bin, budget *vec) *NodeClaimPlan {
+func (s *solver) finalizeClaim(b *bin, budget *resources.Vec) *NodeClaimPlan {
 	t := b.tmpl
 	limit := s.opts.MaxInstanceTypes
 	if limit <= 0 {
@@ -54,16 +55,16 @@ func (s *solver) finalizeClaim(b *bin, budget *vec) *NodeClaimPlan {
 	if b.spec.HasMinValues() {
 		collect = 0
 	}
-	var base, ceiling vec
+	var base, ceiling resources.Vec
 	if t.limits.any() {
 		base = t.instanceTypes[b.opts.typeIndices[b.first]].capacity
-		ceiling = base.plus(*budget)
+		ceiling = base.Plus(*budget)
 	}
 	var types cloudprovider.InstanceTypes
-	var zero vec
+	var zero resources.Vec
 	for i := b.first; i < len(b.opts.typeIndices) && (collect == 0 || len(types) < collect); i++ {
 		info := &t.instanceTypes[b.opts.typeIndices[i]]
-		if !fitsCore(&b.used, &zero, &b.opts.alloc[i]) || (b.used.extended != nil && !fitsSum(&b.used, &zero, &info.alloc)) {
+		if !resources.FitsCore(&b.used, &zero, &b.opts.alloc[i]) || (b.used.Extended != nil && !resources.FitsSum(&b.used, &zero, &info.alloc)) {
 			continue
 		}
 		if t.limits.any() && !withinLimited(&t.limits, &info.capacity, &ceiling) {
@@ -77,9 +78,9 @@ func (s *solver) finalizeClaim(b *bin, budget *vec) *NodeClaimPlan {
 	if t.limits.any() {
 		largest := base
 		for _, it := range types {
-			largest = maxOf(largest, vecOf(it.Capacity))
+			largest = resources.Max(largest, resources.Of(it.Capacity))
 		}
-		*budget = budget.minus(largest.minus(base))
+		*budget = budget.Minus(largest.Minus(base))
 	}
 	reqs := b.spec
 	reqs.Add(requirements.In(karpv1.LabelInstanceType, types.Names()...))
@@ -88,7 +89,7 @@ func (s *solver) finalizeClaim(b *bin, budget *vec) *NodeClaimPlan {
 		Hostname:            b.hostname,
 		Requirements:        reqs,
 		InstanceTypeOptions: types,
-		Requests:            b.used.list(),
+		Requests:            b.used.List(),
 		Pods:                b.pods(),
 		Price:               b.price,
 		MinValuesRelaxed:    b.minRelaxed,
@@ -96,14 +97,14 @@ func (s *solver) finalizeClaim(b *bin, budget *vec) *NodeClaimPlan {
 }
 
 // withinLimited reports whether c stays under ceiling on every resource the limits cap.
-func withinLimited(l *limits, c, ceiling *vec) bool {
+func withinLimited(l *limits, c, ceiling *resources.Vec) bool {
 	for i := range l.limited {
-		if l.limited[i] && c.core[i] > ceiling.core[i] {
+		if l.limited[i] && c.Core[i] > ceiling.Core[i] {
 			return false
 		}
 	}
 	for name := range l.limitedExtended {
-		if c.extended[name] > ceiling.extended[name] {
+		if c.Extended[name] > ceiling.Extended[name] {
 			return false
 		}
 	}
@@ -165,24 +166,4 @@ func (p *NodeClaimPlan) NodeClaim() *karpv1.NodeClaim {
 // InstanceTypeNames returns the names of the plan's instance-type options, cheapest first.
 func (p *NodeClaimPlan) InstanceTypeNames() []string {
 	return cloudprovider.InstanceTypes(p.InstanceTypeOptions).Names()
-}
-
-// describeVec formats the cpu, memory and pods of v, plus any extended resource.
-func describeVec(v vec) string {
-	l := v.list()
-	out := ""
-	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage} {
-		if q, ok := l[name]; ok {
-			if out != "" {
-				out += ", "
-			}
-			out += string(name) + " " + q.String()
-		}
-	}
-	for name, q := range l {
-		if coreIndex(name) < 0 {
-			out += ", " + string(name) + " " + q.String()
-		}
-	}
-	return out
 }

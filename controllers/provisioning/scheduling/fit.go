@@ -3,104 +3,13 @@ package scheduling
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
-
-// plan is a checked placement of one pod on one bin: what it costs and what it changes.
-type plan struct {
-	target *bin // the bin the pod goes on
-	// unit is the unit price of the placement (sizing.go): 0 on an existing node and within a
-	// planned NodeClaim's budget; budget is the planned NodeClaim's budget after it.
-	unit, budget float64
-	delta        float64 // price added: 0 on an existing node, growth of a planned NodeClaim, price of a new one
-	rank         int
-	slack        float64 // normalised cpu+memory left on the chosen size; less is a tighter fit
-	// For planned NodeClaims: the narrowed requirements (when narrowed), the new options and the
-	// index of the cheapest that fits. The NodeClaim requirements are only built when the
-	// placement is committed (plan.specOf): the pod's node requirement term (addsTerm, term) and
-	// the pinned domains narrow them.
-	narrowed      bool
-	addsTerm      bool
-	term          int
-	reqs          requirements.Requirements
-	pinnedDomains domainPins
-	opts          *optionSet
-	optionIndex   int
-	minRelaxed    bool
-}
-
-// domainPin fixes a topology key of a planned NodeClaim to a domain.
-type domainPin struct{ key, domain int32 }
-
-// domainPins are the domains a placement pins, held in the plan itself for the usual one or two
-// (a plan is made for every bin a pod is tried on, most of them never committed).
-type domainPins struct {
-	inline [2]domainPin
-	more   []domainPin
-	n      int
-}
-
-func (d *domainPins) add(pin domainPin) {
-	if d.n < len(d.inline) {
-		d.inline[d.n] = pin
-	} else {
-		d.more = append(d.more, pin)
-	}
-	d.n++
-}
-
-// at returns the i-th pin, i < d.n.
-func (d *domainPins) at(i int) domainPin {
-	if i < len(d.inline) {
-		return d.inline[i]
-	}
-	return d.more[i-len(d.inline)]
-}
-
-const priceEpsilon = 1e-9
-
-// better orders placements: less unit price (sizing.go), then as betterDelta.
-func (p *plan) better(o *plan) bool {
-	switch {
-	case p.unit < o.unit-priceEpsilon:
-		return true
-	case p.unit > o.unit+priceEpsilon:
-		return false
-	}
-	return p.betterDelta(o)
-}
-
-// cannotBeat reports whether no placement whose unit price and added price are at least p's can
-// be better than o.
-func (p *plan) cannotBeat(o *plan) bool {
-	return p.unit > o.unit+priceEpsilon || (p.unit >= o.unit-priceEpsilon && p.delta > o.delta+priceEpsilon)
-}
-
-// betterDelta orders placements by the price they add: less added price, then rank (existing
-// nodes before planned NodeClaims before a new one); among NodeClaims that must grow, the smaller
-// one, which spreads growth over the nodes that are there anyway instead of piling it on one;
-// then the tighter fit.
-func (p *plan) betterDelta(o *plan) bool {
-	switch {
-	case p.delta < o.delta-priceEpsilon:
-		return true
-	case p.delta > o.delta+priceEpsilon:
-		return false
-	case p.rank != o.rank:
-		return p.rank < o.rank
-	case p.delta > priceEpsilon && p.target.price != o.target.price:
-		return p.target.price < o.target.price
-	}
-	return p.slack < o.slack
-}
-
-// slackOf is the cpu and memory left on a node of allocatable alloc once add joins used, each
-// measured against the reference shape so that the two are comparable.
-func (s *solver) slackOf(used, add *vec, alloc *[numCore]int64) float64 {
-	return float64(alloc[resCPU]-used.core[resCPU]-add.core[resCPU])*s.cpuWeight +
-		float64(alloc[resMemory]-used.core[resMemory]-add.core[resMemory])*s.memWeight
-}
 
 // estimate is a cheap lower bound of the placement of q on b from resources alone: a real
 // placement can only narrow the options, which never makes them cheaper. Its unit price is a
@@ -108,13 +17,13 @@ func (s *solver) slackOf(used, add *vec, alloc *[numCore]int64) float64 {
 // option.
 func (s *solver) estimate(q *podInfo, b *bin) (plan, bool) {
 	if b.existing != nil {
-		if !fitsSum(&b.used, &q.requests, &b.capacity) {
+		if !resources.FitsSum(&b.used, &q.requests, &b.capacity) {
 			return plan{}, false
 		}
-		return plan{target: b, rank: b.rank(), slack: s.slackOf(&b.used, &q.requests, &b.capacity.core)}, true
+		return plan{target: b, rank: b.rank(), slack: s.slackOf(&b.used, &q.requests, &b.capacity.Core)}, true
 	}
 	o := b.opts
-	if !fitsCore(&b.used, &q.requests, &o.maxAlloc) {
+	if !resources.FitsCore(&b.used, &q.requests, &o.maxAlloc) {
 		return plan{}, false
 	}
 	idx := o.cheapestFit(b.tmpl, b.first, &b.used, &q.requests)
@@ -139,102 +48,155 @@ func (r *refusalReason) set(format string, args ...any) {
 }
 
 // fit checks every constraint of placing q on b and returns the placement. When refusal is not nil
-// it receives the reason of a refusal.
+// it receives the reason of a refusal. The checks run in this order, each one its own function:
+// taints, host ports, node requirements, topology (topologycheck.go), then for a planned
+// NodeClaim the instance types left, minValues and the NodePool's limits.
 func (s *solver) fit(q *podInfo, b *bin, refusal *refusalReason) (plan, bool) {
 	p := plan{target: b, rank: b.rank(), optionIndex: -1}
-
-	// Taints.
+	if !fitsTaints(q, b, refusal) || !fitsHostPorts(q, b, refusal) {
+		return p, false
+	}
+	term, ok := fitsNodeRequirements(q, b, refusal)
+	if !ok {
+		return p, false
+	}
+	reqs := narrowByTerm(q, b, term, &p)
+	if !s.fitsTopology(q, b, &reqs, &p, refusal) {
+		return p, false
+	}
 	if b.existing != nil {
-		hard, soft := untolerated(q.pod.Spec.Tolerations, b.taints)
-		if hard != nil {
-			if refusal != nil {
-				refusal.set("taint %s not tolerated", hard.ToString())
-			}
-			return p, false
-		}
-		if soft != nil && q.avoidsPreferNoSchedule() {
-			if refusal != nil {
-				refusal.set("PreferNoSchedule taint %s avoided while preferences are respected", soft.ToString())
-			}
-			return p, false
-		}
-	} else if tol := q.tolerance[b.tmpl.index]; tol == 2 || (tol == 1 && q.avoidsPreferNoSchedule()) {
-		if refusal != nil {
-			hard, soft := untolerated(q.pod.Spec.Tolerations, b.taints)
-			if hard != nil {
-				if refusal != nil {
-					refusal.set("taint %s not tolerated", hard.ToString())
-				}
-			} else {
-				if refusal != nil {
-					refusal.set("PreferNoSchedule taint %s avoided while preferences are respected", soft.ToString())
-				}
-			}
-		}
-		return p, false
+		p.slack = s.slackOf(&b.used, &q.requests, &b.capacity.Core)
+		return p, true
 	}
+	return p, s.fitsPlannedClaim(q, b, reqs, &p, refusal)
+}
 
-	// Host ports.
-	for _, qp := range q.ports {
-		for _, bp := range b.ports {
+// fitsTaints checks the taints of b against the pod's tolerations: every NoSchedule and
+// NoExecute taint must be tolerated, and a PreferNoSchedule one too while the pod keeps its
+// preferences. A planned NodeClaim's taints are those of its NodePool, checked once per pod in
+// setup (podInfo.tolerance); the taint is only looked up to explain a refusal.
+func fitsTaints(q *podInfo, b *bin, refusal *refusalReason) bool {
+	return len(b.taints) == 0 || taintsTolerated(q, b, refusal)
+}
+
+// taintsTolerated is fitsTaints for a bin with taints.
+func taintsTolerated(q *podInfo, b *bin, refusal *refusalReason) bool {
+	var t *corev1.Taint
+	if b.existing != nil {
+		if t = refusingTaint(q.pod.Spec.Tolerations, b.taints, q.avoidsPreferNoSchedule()); t == nil {
+			return true
+		}
+	} else if tol := q.tolerance[b.tmpl.index]; tol != 2 && (tol != 1 || !q.avoidsPreferNoSchedule()) {
+		return true
+	} else if refusal != nil {
+		t = refusingTaint(q.pod.Spec.Tolerations, b.taints, q.avoidsPreferNoSchedule())
+	}
+	if refusal != nil && t != nil {
+		refusal.set("%s", taintRefusal(t))
+	}
+	return false
+}
+
+// refusingTaint returns the first NoSchedule or NoExecute taint the tolerations do not cover,
+// else, when avoidSoft is set, the first such PreferNoSchedule taint; nil when none refuses.
+func refusingTaint(tolerations []corev1.Toleration, taints []corev1.Taint, avoidSoft bool) *corev1.Taint {
+	hard, soft := untolerated(tolerations, taints)
+	switch {
+	case hard != nil:
+		return hard
+	case avoidSoft:
+		return soft
+	}
+	return nil
+}
+
+// taintRefusal is the reason a taint refusingTaint returned refuses the pod.
+func taintRefusal(t *corev1.Taint) string {
+	if t.Effect == corev1.TaintEffectPreferNoSchedule {
+		return fmt.Sprintf("PreferNoSchedule taint %s avoided while preferences are respected", t.ToString())
+	}
+	return fmt.Sprintf("taint %s not tolerated", t.ToString())
+}
+
+// fitsHostPorts checks that no host port of the pod is bound on b already.
+func fitsHostPorts(q *podInfo, b *bin, refusal *refusalReason) bool {
+	return len(q.ports) == 0 || len(b.ports) == 0 || hostPortsFree(q, b, refusal)
+}
+
+// hostPortsFree is fitsHostPorts for a pod with host ports on a bin with some bound.
+func hostPortsFree(q *podInfo, b *bin, refusal *refusalReason) bool {
+	qp, conflict := conflictingPort(q.ports, b.ports)
+	if conflict && refusal != nil {
+		refusal.set("host port %d/%s already used on the node", qp.port, qp.protocol)
+	}
+	return !conflict
+}
+
+// conflictingPort returns the first of want that conflicts with one of used.
+func conflictingPort(want, used []hostPort) (hostPort, bool) {
+	for _, qp := range want {
+		for _, bp := range used {
 			if qp.conflicts(bp) {
-				if refusal != nil {
-					refusal.set("host port %d/%s already used on the node", qp.port, qp.protocol)
-				}
-				return p, false
+				return qp, true
 			}
 		}
 	}
+	return hostPort{}, false
+}
 
-	// Node requirements: the first alternative the node can satisfy.
-	term := -1
-	var first requirements.Conflict
+// fitsNodeRequirements returns the first of the pod's alternative node requirements (active) that
+// b can satisfy. A planned NodeClaim is matched on its hostname separately, since its
+// requirements do not hold one.
+func fitsNodeRequirements(q *podInfo, b *bin, refusal *refusalReason) (int, bool) {
+	var first, other requirements.Conflict
 	for i := range q.active {
-		var c requirements.Conflict
-		bad := false
-		if b.existing != nil {
-			c, bad = b.reqs.FirstIncompatibility(q.active[i])
-		} else {
-			if hr, ok := q.active[i].Get(karpv1.LabelHostname); ok && !hr.Matches(b.hostname, true) {
-				c, bad = requirements.Conflict{Key: karpv1.LabelHostname, Want: hr, Missing: true}, true
-			} else {
-				c, bad = b.reqs.FirstIncompatibility(q.activeNoHost[i])
-			}
-		}
-		if !bad {
-			term = i
-			break
-		}
+		c := &other
 		if i == 0 {
-			first = c
+			c = &first
+		}
+		if termFits(q, b, i, c) {
+			return i, true
 		}
 	}
-	if term < 0 {
-		if refusal != nil {
-			refusal.set("%s", first.Error())
-		}
-		return p, false
+	if refusal != nil {
+		refusal.set("%s", first.Error())
 	}
+	return -1, false
+}
+
+// termFits reports whether b can satisfy the pod's term i, else puts the first requirement of the
+// term it cannot satisfy in c.
+func termFits(q *podInfo, b *bin, i int, c *requirements.Conflict) bool {
+	bad := false
+	if b.existing != nil {
+		*c, bad = b.reqs.FirstIncompatibility(q.active[i])
+	} else if hr, ok := q.active[i].Get(karpv1.LabelHostname); ok && !hr.Matches(b.hostname, true) {
+		*c, bad = requirements.Conflict{Key: karpv1.LabelHostname, Want: hr, Missing: true}, true
+	} else {
+		*c, bad = b.reqs.FirstIncompatibility(q.activeNoHost[i])
+	}
+	return !bad
+}
+
+// narrowByTerm returns the requirements of b once the pod's term joins it: those of b, narrowed by
+// the term on a planned NodeClaim, whose options p.opts then tracks while they are known without a
+// lookup.
+func narrowByTerm(q *podInfo, b *bin, term int, p *plan) requirements.Requirements {
 	reqs := b.reqs
 	if b.isNew() {
-		// p.opts tracks the options of reqs while it is known without a lookup.
 		p.opts = b.opts
 		if q.activeNoHost[term].Len() > 0 && reqs.Add(q.activeNoHost[term].Items()...) {
 			p.narrowed, p.addsTerm, p.term = true, true, term
 			p.opts = nil
 		}
 	}
+	return reqs
+}
 
-	// Topology.
-	if !s.fitsTopology(q, b, &reqs, &p, refusal) {
-		return p, false
-	}
-
-	// Price, options, minValues and limits of a planned NodeClaim.
-	if b.existing != nil {
-		p.slack = s.slackOf(&b.used, &q.requests, &b.capacity.core)
-		return p, true
-	}
+// fitsPlannedClaim checks what is left of placing q on the planned NodeClaim b with requirements
+// reqs: an instance type that takes the pod, minValues and the NodePool's limits; then prices the
+// placement.
+func (s *solver) fitsPlannedClaim(q *podInfo, b *bin, reqs requirements.Requirements, p *plan, refusal *refusalReason) bool {
 	t := b.tmpl
 	opts, from := b.opts, b.first
 	if p.narrowed {
@@ -245,44 +207,11 @@ func (s *solver) fit(q *podInfo, b *bin, refusal *refusalReason) (plan, bool) {
 	}
 	idx := opts.cheapestFit(t, from, &b.used, &q.requests)
 	if idx < 0 {
-		if refusal != nil {
-			need := b.used.plus(q.requests)
-			if p.narrowed {
-				if refusal != nil {
-					refusal.set("no instance type compatible with %s has %s free for the pod and what is already planned", reqs, describeVec(need))
-				}
-			} else {
-				if refusal != nil {
-					refusal.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", describeVec(need))
-				}
-			}
-		}
-		return p, false
+		refuseNoInstanceType(q, b, reqs, p.narrowed, refusal)
+		return false
 	}
-	if t.minValues {
-		need := b.used.plus(q.requests)
-		if err := t.fittingTypes(opts, idx, &need).SatisfiesMinValues(reqs); err != nil {
-			if s.opts.MinValuesPolicy != MinValuesPolicyBestEffort {
-				if refusal != nil {
-					refusal.set("%s", err.Error())
-				}
-				return p, false
-			}
-			p.minRelaxed = true
-		}
-	}
-	if t.limits.any() {
-		var before vec
-		newClaims := int64(1)
-		if b.id >= 0 {
-			before, newClaims = t.instanceTypes[b.opts.typeIndices[b.first]].capacity, 0
-		}
-		if ok, which := t.limits.allows(&before, &t.instanceTypes[opts.typeIndices[idx]].capacity, newClaims); !ok {
-			if refusal != nil {
-				refusal.set("its limits would be exceeded (%s)", which)
-			}
-			return p, false
-		}
+	if !s.fitsMinValues(q, b, reqs, opts, idx, p, refusal) || !fitsLimits(b, opts, idx, refusal) {
+		return false
 	}
 	p.reqs, p.opts, p.optionIndex = reqs, opts, idx
 	p.delta = opts.price[idx] - b.price
@@ -293,20 +222,64 @@ func (s *solver) fit(q *podInfo, b *bin, refusal *refusalReason) (plan, bool) {
 	} else {
 		p.unit, p.budget = s.growthUnit(q, b, opts, idx), max(b.budget, opts.price[idx])
 	}
-	return p, true
+	return true
 }
 
-// specOf returns the NodeClaim requirements of the planned NodeClaim after placing q by p: its
-// own, narrowed by the pod's node requirement term and the domains p pins.
-func (s *solver) specOf(q *podInfo, p *plan) requirements.Requirements {
-	spec := p.target.spec
-	if p.addsTerm {
-		spec.Add(q.activeNoHost[p.term].Items()...)
+// refuseNoInstanceType explains why no instance type of b takes the pod.
+func refuseNoInstanceType(q *podInfo, b *bin, reqs requirements.Requirements, narrowed bool, refusal *refusalReason) {
+	if refusal == nil {
+		return
 	}
-	for i := range p.pinnedDomains.n {
-		pin := p.pinnedDomains.at(i)
-		key := s.topo.keys[pin.key]
-		spec.Add(requirements.In(key.name, key.domains[pin.domain]))
+	need := b.used.Plus(q.requests)
+	if narrowed {
+		refusal.set("no instance type compatible with %s has %s free for the pod and what is already planned", reqs, resources.Describe(need))
+		return
 	}
-	return spec
+	refusal.set("no instance type has %s allocatable for the pod and the DaemonSets that would run with it", resources.Describe(need))
+}
+
+// fitsMinValues checks the NodePool's minValues against the instance types that would take the
+// pod on b (from option idx of opts); under MinValuesPolicyBestEffort a shortfall relaxes them
+// instead of refusing.
+func (s *solver) fitsMinValues(q *podInfo, b *bin, reqs requirements.Requirements, opts *optionSet, idx int, p *plan, refusal *refusalReason) bool {
+	return !b.tmpl.minValues || s.minValuesMet(q, b, reqs, opts, idx, p, refusal)
+}
+
+// minValuesMet is fitsMinValues for a NodePool with minValues.
+func (s *solver) minValuesMet(q *podInfo, b *bin, reqs requirements.Requirements, opts *optionSet, idx int, p *plan, refusal *refusalReason) bool {
+	t := b.tmpl
+	need := b.used.Plus(q.requests)
+	err := t.fittingTypes(opts, idx, &need).SatisfiesMinValues(reqs)
+	switch {
+	case err == nil:
+		return true
+	case s.opts.MinValuesPolicy == MinValuesPolicyBestEffort:
+		p.minRelaxed = true
+		return true
+	}
+	if refusal != nil {
+		refusal.set("%s", err.Error())
+	}
+	return false
+}
+
+// fitsLimits checks that growing the planned NodeClaim b to option idx of opts (or opening it)
+// keeps within the NodePool's limits.
+func fitsLimits(b *bin, opts *optionSet, idx int, refusal *refusalReason) bool {
+	return !b.tmpl.limits.any() || withinLimits(b, opts, idx, refusal)
+}
+
+// withinLimits is fitsLimits for a NodePool with limits.
+func withinLimits(b *bin, opts *optionSet, idx int, refusal *refusalReason) bool {
+	t := b.tmpl
+	var before resources.Vec
+	newClaims := int64(1)
+	if b.id >= 0 {
+		before, newClaims = t.instanceTypes[b.opts.typeIndices[b.first]].capacity, 0
+	}
+	ok, which := t.limits.allows(&before, &t.instanceTypes[opts.typeIndices[idx]].capacity, newClaims)
+	if !ok && refusal != nil {
+		refusal.set("its limits would be exceeded (%s)", which)
+	}
+	return ok
 }

@@ -4,6 +4,10 @@ import (
 	"cmp"
 	"context"
 	"slices"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/topology"
 )
 
 // The improvement pass runs after every pod is placed. Greedy packing leaves some planned
@@ -65,8 +69,8 @@ func (s *solver) priceWithout(src *bin, q *podInfo) float64 {
 	if len(src.placed) == 1 {
 		return 0
 	}
-	left := src.used.minus(q.requests)
-	var zero vec
+	left := src.used.Minus(q.requests)
+	var zero resources.Vec
 	idx := src.opts.cheapestFit(src.tmpl, 0, &left, &zero)
 	return src.opts.priceOf(idx)
 }
@@ -90,11 +94,11 @@ type removal struct {
 	q        *podInfo
 	src      *bin
 	at       int
-	used     vec
+	used     resources.Vec
 	first    int
 	price    float64
 	ports    []hostPort
-	reserved vec
+	reserved resources.Vec
 }
 
 // remove takes q off the planned NodeClaim src; undoRemove puts it back exactly. It leaves src
@@ -104,7 +108,7 @@ func (s *solver) remove(q *podInfo, src *bin) removal {
 	t := src.tmpl
 	r := removal{q: q, src: src, at: slices.Index(src.placed, q), used: src.used, first: src.first, price: src.price, ports: src.ports, reserved: t.limits.reserved}
 	src.placed = slices.Delete(src.placed, r.at, r.at+1)
-	src.used = src.used.minus(q.requests)
+	src.used = src.used.Minus(q.requests)
 	src.ports = nil
 	for _, p := range src.placed {
 		src.ports = append(src.ports, p.ports...)
@@ -119,15 +123,15 @@ func (s *solver) remove(q *podInfo, src *bin) removal {
 	if len(src.placed) == 0 {
 		src.price = 0
 		if t.limits.any() {
-			t.limits.reserved = t.limits.reserved.minus(oldCapacity)
+			t.limits.reserved = t.limits.reserved.Minus(oldCapacity)
 			t.limits.claims--
 		}
 	} else {
-		var zero vec
+		var zero resources.Vec
 		src.first = src.opts.cheapestFit(t, 0, &src.used, &zero)
 		src.price = src.opts.price[src.first]
 		if t.limits.any() {
-			t.limits.reserved = t.limits.reserved.minus(oldCapacity).plus(t.instanceTypes[src.opts.typeIndices[src.first]].capacity)
+			t.limits.reserved = t.limits.reserved.Minus(oldCapacity).Plus(t.instanceTypes[src.opts.typeIndices[src.first]].capacity)
 		}
 	}
 	return r
@@ -150,79 +154,39 @@ func (s *solver) undoRemove(r *removal) {
 	}
 }
 
-// uncount and uncountOwner reverse count and countOwner.
-func (s *solver) uncount(b *bin, g int32) {
-	grp := s.topo.groups[g]
-	grp.total--
-	if grp.key == hostnameKey {
-		b.counts = decCount(b.counts, g)
-		if countOf(b.counts, g) == 0 {
-			s.occupied.note(g, &s.occupied.selected, -1)
-		}
-		return
-	}
-	if d := b.domains[grp.key]; d >= 0 {
-		grp.counts[d]--
-	}
-}
-
-func (s *solver) uncountOwner(b *bin, g int32) {
-	grp := s.topo.groups[g]
-	if grp.key == hostnameKey {
-		b.owners = decCount(b.owners, g)
-		if countOf(b.owners, g) == 0 {
-			s.occupied.note(g, &s.occupied.owners, -1)
-		}
-		return
-	}
-	if d := b.domains[grp.key]; d >= 0 {
-		grp.owners[d]--
-	}
-}
-
-func decCount(cs []groupCount, g int32) []groupCount {
-	for i := range cs {
-		if cs[i].group == g {
-			cs[i].count--
-			return cs
-		}
-	}
-	return cs
-}
-
 // removalKeepsOthers checks what taking q off src (already done) and placing it by p does to the
 // constraints of the pods that stay: an affinity whose only selected pod in src's domain was q,
 // or a spread whose skew the move raises.
 func (s *solver) removalKeepsOthers(q *podInfo, src *bin, p *plan) bool {
 	for _, g := range q.selectedBy {
-		grp := s.topo.groups[g]
-		if grp.key == hostnameKey {
-			if grp.kind == kindAffinity && countOf(src.counts, g) == 0 && countOf(src.owners, g) > 0 {
+		grp := s.topo.Groups[g]
+		if grp.Key == topology.HostnameKey {
+			if grp.Kind == topology.Affinity && topology.CountOf(src.counts, g) == 0 && topology.CountOf(src.owners, g) > 0 {
 				return false
 			}
 			continue
 		}
-		from := src.domains[grp.key]
-		to := s.domainAfter(p, grp.key)
+		from := src.domains[grp.Key]
+		to := s.domainAfter(p, grp.Key)
 		if from < 0 || from == to {
 			continue
 		}
-		switch grp.kind {
-		case kindAffinity:
-			if grp.counts[from] == 0 && grp.owners[from] > 0 {
+		switch grp.Kind {
+		case topology.Affinity:
+			if grp.Counts[from] == 0 && grp.Owners[from] > 0 {
 				return false
 			}
-		case kindSpread:
-			low := grp.minCount(to, 1)
-			for d, owners := range grp.owners {
-				n := grp.counts[d]
+		case topology.Spread:
+			low := grp.MinCount(to, 1)
+			for d, owners := range grp.Owners {
+				n := grp.Counts[d]
 				if int32(d) == to {
 					n++
 					if q.ownsHard(g) {
 						owners++
 					}
 				}
-				if owners > 0 && n-low > grp.maxSkew {
+				if owners > 0 && n-low > grp.MaxSkew {
 					return false
 				}
 			}
@@ -242,9 +206,9 @@ func (s *solver) domainAfter(p *plan, key int32) int32 {
 		return d
 	}
 	if p.narrowed {
-		if r, ok := p.reqs.Get(s.topo.keys[key].name); ok {
+		if r, ok := p.reqs.Get(s.topo.Keys[key].Name); ok {
 			if v, single := r.Single(); single {
-				return s.topo.keys[key].index[v]
+				return s.topo.Keys[key].Index[v]
 			}
 		}
 	}

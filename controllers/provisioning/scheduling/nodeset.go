@@ -9,6 +9,10 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/topology"
 )
 
 // NodeSet is a list of existing nodes prepared once for many simulations: what each node
@@ -22,8 +26,8 @@ type NodeSet struct {
 	nodes  []*ExistingNode
 	preps  []*existingPrep
 	byName map[string]int
-	// requests are the requests of the nodes' pods (podRequests), for the solves that move them.
-	requests map[*corev1.Pod]vec
+	// requests are the requests of the nodes' pods (resources.PodRequests), for the solves that move them.
+	requests map[*corev1.Pod]resources.Vec
 	// anti and preferNoSchedule list the nodes with pods with required anti-affinity and the
 	// nodes with a PreferNoSchedule taint: the only ones a solve must look at before placing.
 	anti, preferNoSchedule []int
@@ -48,7 +52,7 @@ func NewNodeSet(nodes []*ExistingNode) *NodeSet {
 	for _, en := range nodes {
 		pods += len(en.Pods)
 	}
-	set.requests = make(map[*corev1.Pod]vec, pods)
+	set.requests = make(map[*corev1.Pod]resources.Vec, pods)
 	for i, en := range nodes {
 		p := set.preps[i]
 		for j, pod := range en.Pods {
@@ -83,10 +87,10 @@ func (set *NodeSet) Index(name string) (int, bool) {
 func (set *NodeSet) RequestedShare(i int) float64 {
 	p := set.preps[i]
 	sum := 0.0
-	for _, r := range []int{resCPU, resMemory} {
+	for _, r := range []int{resources.CPU, resources.Memory} {
 		share := 1.0
-		if c := p.capacity.core[r]; c > 0 {
-			share = min(float64(p.used.core[r])/float64(c), 1)
+		if c := p.capacity.Core[r]; c > 0 {
+			share = min(float64(p.used.Core[r])/float64(c), 1)
 		}
 		sum += share
 	}
@@ -98,14 +102,14 @@ func (set *NodeSet) RequestedShare(i int) float64 {
 // their required anti-affinity.
 type existingPrep struct {
 	reqs     requirements.Requirements
-	capacity vec
-	used     vec
+	capacity resources.Vec
+	used     resources.Vec
 	ports    []hostPort
 	// anti holds, per pod of the node, its required anti-affinity constraints; nil when no pod
 	// has any.
-	anti [][]constraint
+	anti [][]topology.Constraint
 	// requests are the pods' requests until NewNodeSet has indexed them.
-	requests []vec
+	requests []resources.Vec
 }
 
 func newExistingPrep(en *ExistingNode) *existingPrep {
@@ -113,22 +117,22 @@ func newExistingPrep(en *ExistingNode) *existingPrep {
 	if !reqs.Has(karpv1.LabelHostname) {
 		reqs.Add(requirements.In(karpv1.LabelHostname, en.Name))
 	}
-	p := &existingPrep{reqs: reqs, capacity: capacityOf(en.Allocatable), requests: make([]vec, len(en.Pods))}
+	p := &existingPrep{reqs: reqs, capacity: resources.CapacityOf(en.Allocatable), requests: make([]resources.Vec, len(en.Pods))}
 	for j, pod := range en.Pods {
-		req := podRequests(pod)
+		req := resources.PodRequests(pod)
 		p.requests[j] = req
-		p.used.addInPlace(&req)
+		p.used.Add(&req)
 		p.ports = append(p.ports, hostPortsOf(pod)...)
-		cs, err := constraintsOf(pod, false)
+		cs, err := topology.ConstraintsOf(pod, false)
 		if err != nil {
 			continue
 		}
 		for _, c := range cs {
-			if c.kind != kindAntiAffinity {
+			if c.Kind != topology.AntiAffinity {
 				continue
 			}
 			if p.anti == nil {
-				p.anti = make([][]constraint, len(en.Pods))
+				p.anti = make([][]topology.Constraint, len(en.Pods))
 			}
 			p.anti[j] = append(p.anti[j], c)
 		}
@@ -140,22 +144,22 @@ func newExistingPrep(en *ExistingNode) *existingPrep {
 
 // roomFor reports whether a pod requesting at least least (in every core resource) could fit
 // in what is left of the node.
-func (p *existingPrep) roomFor(least *vec) bool {
-	return fitsCore(least, &p.used, &p.capacity.core)
+func (p *existingPrep) roomFor(least *resources.Vec) bool {
+	return resources.FitsCore(least, &p.used, &p.capacity.Core)
 }
 
 // leastRequests is the smallest amount of each core resource any of pods requests: a node
 // without that much room in some resource can take none of them.
-func leastRequests(pods []*podInfo) vec {
-	var out vec
+func leastRequests(pods []*podInfo) resources.Vec {
+	var out resources.Vec
 	first := true
 	for _, p := range pods {
 		if p.err != nil {
 			continue
 		}
-		for i := range out.core {
-			if first || p.requests.core[i] < out.core[i] {
-				out.core[i] = p.requests.core[i]
+		for i := range out.Core {
+			if first || p.requests.Core[i] < out.Core[i] {
+				out.Core[i] = p.requests.Core[i]
 			}
 		}
 		first = false

@@ -9,6 +9,10 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/topology"
 )
 
 type prefKind uint8
@@ -59,7 +63,7 @@ func (a hostPort) conflicts(b hostPort) bool {
 // podInfo is a pod prepared for the simulation.
 type podInfo struct {
 	pod      *corev1.Pod
-	requests vec
+	requests resources.Vec
 	// terms are the alternative node requirements (required node affinity terms with the
 	// nodeSelector, intersected with those of its volumes); terms without their hostname
 	// requirement are in noHost.
@@ -101,11 +105,11 @@ func (p *podInfo) name() string { return p.pod.Namespace + "/" + p.pod.Name }
 // solver once every key is known. preferNoSchedule says whether any node or NodePool has a
 // PreferNoSchedule taint worth avoiding.
 func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool, volumes *Volumes) *podInfo {
-	return newPodInfoWith(pod, podRequests(pod), withSoft, preferNoSchedule, volumes)
+	return newPodInfoWith(pod, resources.PodRequests(pod), withSoft, preferNoSchedule, volumes)
 }
 
-// newPodInfoWith is newPodInfo for a pod whose requests (podRequests) are known.
-func newPodInfoWith(pod *corev1.Pod, requests vec, withSoft, preferNoSchedule bool, volumes *Volumes) *podInfo {
+// newPodInfoWith is newPodInfo for a pod whose requests (resources.PodRequests) are known.
+func newPodInfoWith(pod *corev1.Pod, requests resources.Vec, withSoft, preferNoSchedule bool, volumes *Volumes) *podInfo {
 	p := &podInfo{pod: pod, requests: requests}
 	terms, err := requirements.ForPod(pod)
 	if err == nil {
@@ -249,7 +253,7 @@ func (p *podInfo) refreshActive() {
 }
 
 // describePreference names a soft constraint for messages.
-func (p *podInfo) describePreference(pr preference, t *topology) string {
+func (p *podInfo) describePreference(pr preference, t *topology.Topology) string {
 	switch pr.kind {
 	case prefNodeAffinity:
 		return fmt.Sprintf("preferred node affinity %s (weight %d)", p.prefNode[pr.node].Requirements, pr.weight)
@@ -258,5 +262,5 @@ func (p *podInfo) describePreference(pr preference, t *topology) string {
 	case prefOthersSpread:
 		return "keeping the topology spread of the pods that select it"
 	}
-	return "preferred " + t.groups[pr.group].describe()
+	return "preferred " + t.Groups[pr.group].Describe()
 }

@@ -10,14 +10,26 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 )
 
+type preferenceCase struct {
+	name   string
+	policy PreferencePolicy
+	pods   []*corev1.Pod
+	check  func(t *testing.T, r *Results)
+}
+
 func TestPreferences(t *testing.T) {
+	tests := append(nodePreferenceCases(), podPreferenceCases()...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := solve(t, Input{Pods: tt.pods, NodePools: []NodePool{pool(newNodePool("default"))}, Options: Options{PreferencePolicy: tt.policy}})
+			tt.check(t, r)
+		})
+	}
+}
+
+func nodePreferenceCases() []preferenceCase {
 	zone, host := karpv1.LabelTopologyZone, karpv1.LabelHostname
-	tests := []struct {
-		name   string
-		policy PreferencePolicy
-		pods   []*corev1.Pod
-		check  func(t *testing.T, r *Results)
-	}{
+	return []preferenceCase{
 		{
 			name: "preferred zone is honoured",
 			pods: []*corev1.Pod{newPod("p", "1", "1Gi", withPreferredNodeAffinity(10, nodeSelectorRequirement(zone, corev1.NodeSelectorOpIn, fake.Zone3)))},
@@ -57,6 +69,12 @@ func TestPreferences(t *testing.T) {
 				}
 			},
 		},
+	}
+}
+
+func podPreferenceCases() []preferenceCase {
+	zone, host := karpv1.LabelTopologyZone, karpv1.LabelHostname
+	return []preferenceCase{
 		{
 			name:   "preferred anti-affinity packs under Ignore",
 			policy: PreferencePolicyIgnore,
@@ -117,12 +135,6 @@ func TestPreferences(t *testing.T) {
 				}
 			},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := solve(t, Input{Pods: tt.pods, NodePools: []NodePool{pool(newNodePool("default"))}, Options: Options{PreferencePolicy: tt.policy}})
-			tt.check(t, r)
-		})
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/requirements"
 	"github.com/joiner-dev/joiner/testsupport/catalogbench"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // The real-catalog workload: the embedded EC2 catalog's us-east-1 instance types as the local
@@ -165,22 +167,22 @@ func checkRealCatalogPlan(tb testing.TB, pods []*corev1.Pod, r *Results) {
 	}
 	seen := map[*corev1.Pod]bool{}
 	for i, nc := range r.NewNodeClaims {
-		var sum vec
+		var sum resources.Vec
 		for _, p := range nc.Pods {
 			if seen[p] {
 				tb.Fatalf("pod %s placed twice", p.Name)
 			}
 			seen[p] = true
-			sum = sum.plus(podRequests(p))
+			sum = sum.Plus(resources.PodRequests(p))
 		}
 		if len(nc.InstanceTypeOptions) == 0 || len(nc.InstanceTypeOptions) > DefaultMaxInstanceTypes {
 			tb.Fatalf("node %d has %d options", i, len(nc.InstanceTypeOptions))
 		}
 		prev := 0.0
 		for j, it := range nc.InstanceTypeOptions {
-			a := capacityOf(it.Allocatable())
-			if !fitsSum(&sum, &vec{}, &a) {
-				tb.Fatalf("node %d: option %s does not fit its pods %v", i, it.Name, sum.list())
+			a := resources.CapacityOf(it.Allocatable())
+			if !resources.FitsSum(&sum, &resources.Vec{}, &a) {
+				tb.Fatalf("node %d: option %s does not fit its pods %v", i, it.Name, sum.List())
 			}
 			o, ok := it.CheapestOffering(nc.Requirements)
 			if !ok {

@@ -7,13 +7,18 @@ import (
 	"strings"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/pack"
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/topology"
 )
 
 // The repacking pass runs once every pod has been tried, before the improvement pass. Greedy
 // packing places pods one at a time in size order, so it cannot mix instance types the way the
 // cheapest covering does (a cpu-rich type for cpu-heavy pods beside a memory-rich one for
 // memory-heavy pods). Where pods only need resources, the pass packs them again from scratch
-// (pack.go) and keeps the result when it is cheaper.
+// (the pack package) and keeps the result when it is cheaper.
 //
 // It works on classes of planned NodeClaims: NodeClaims from the same NodePool with the same
 // requirements (hence the same instance-type options and topology domains) and NodeClaim
@@ -86,7 +91,7 @@ func (s *solver) movable(q *podInfo) bool {
 			return false // the NodeClaims of a class have different hostnames
 		}
 	}
-	perNode := func(g int32) bool { return s.topo.groups[g].key == hostnameKey }
+	perNode := func(g int32) bool { return s.topo.Groups[g].Key == topology.HostnameKey }
 	for _, o := range q.ownedGroups {
 		if perNode(o.group) {
 			return false
@@ -109,15 +114,15 @@ func (s *solver) repackClass(bins []*bin) {
 	if len(shapes) > maxRepackShapes {
 		return
 	}
-	popts := make([]packOption, len(opts.typeIndices))
+	popts := make([]pack.Option, len(opts.typeIndices))
 	for i, ti := range opts.typeIndices {
-		popts[i] = packOption{alloc: vec{core: opts.alloc[i], extended: t.instanceTypes[ti].alloc.extended}, price: opts.price[i]}
+		popts[i] = pack.Option{Alloc: resources.Vec{Core: opts.alloc[i], Extended: t.instanceTypes[ti].alloc.Extended}, Price: opts.price[i]}
 	}
 	old := 0.0
 	for _, b := range bins {
 		old += b.price
 	}
-	nodes, cost := pack(popts, t.daemon, shapes, [numCore]float64{resCPU: s.cpuWeight, resMemory: s.memWeight})
+	nodes, cost := pack.Pack(popts, t.daemon, shapes, [resources.NumCore]float64{resources.CPU: s.cpuWeight, resources.Memory: s.memWeight})
 	if cost < 0 || cost >= old-priceEpsilon {
 		return
 	}
@@ -126,10 +131,10 @@ func (s *solver) repackClass(bins []*bin) {
 	reserved, claims := t.limits.reserved, t.limits.claims
 	if t.limits.any() {
 		for _, b := range bins {
-			reserved = reserved.minus(t.instanceTypes[opts.typeIndices[b.first]].capacity)
+			reserved = reserved.Minus(t.instanceTypes[opts.typeIndices[b.first]].capacity)
 		}
 		for _, n := range nodes {
-			reserved = reserved.plus(t.instanceTypes[opts.typeIndices[n.option]].capacity)
+			reserved = reserved.Plus(t.instanceTypes[opts.typeIndices[n.Option]].capacity)
 		}
 		claims += int64(len(nodes) - len(bins))
 		if !t.limits.holds(&reserved, claims) {
@@ -140,7 +145,7 @@ func (s *solver) repackClass(bins []*bin) {
 	relaxed := make([]bool, len(nodes))
 	if t.minValues {
 		for i := range nodes {
-			if err := t.fittingTypes(opts, nodes[i].option, &nodes[i].used).SatisfiesMinValues(bins[0].reqs); err != nil {
+			if err := t.fittingTypes(opts, nodes[i].Option, &nodes[i].Used).SatisfiesMinValues(bins[0].reqs); err != nil {
 				if s.opts.MinValuesPolicy != MinValuesPolicyBestEffort {
 					return
 				}
@@ -160,12 +165,12 @@ func (s *solver) repackClass(bins []*bin) {
 			b.reqs, b.spec, b.domains, b.opts, b.taints = model.reqs, model.spec, model.domains, model.opts, model.taints
 		}
 		b.placed = b.placed[:0]
-		for _, sc := range n.counts {
-			b.placed = append(b.placed, members[sc.shape][next[sc.shape]:next[sc.shape]+sc.count]...)
-			next[sc.shape] += sc.count
+		for _, sc := range n.Counts {
+			b.placed = append(b.placed, members[sc.Shape][next[sc.Shape]:next[sc.Shape]+sc.Count]...)
+			next[sc.Shape] += sc.Count
 		}
-		b.used, b.first, b.ports = n.used, n.option, nil
-		b.price = opts.price[n.option]
+		b.used, b.first, b.ports = n.Used, n.Option, nil
+		b.price = opts.price[n.Option]
 		b.budget = b.price
 		b.minRelaxed = relaxed[i]
 		s.reindex(b)
@@ -179,20 +184,20 @@ func (s *solver) repackClass(bins []*bin) {
 
 // shapesOf groups the pods planned on bins by request: one shape per distinct request, in the
 // order of first appearance, with its pods in order.
-func shapesOf(bins []*bin) ([]packShape, [][]*podInfo) {
+func shapesOf(bins []*bin) ([]pack.Shape, [][]*podInfo) {
 	type shapeKey struct {
-		core     [numCore]int64
+		core     [resources.NumCore]int64
 		extended string
 	}
-	var shapes []packShape
+	var shapes []pack.Shape
 	var members [][]*podInfo
 	index := map[shapeKey]int{}
 	for _, b := range bins {
 		for _, q := range b.placed {
-			key := shapeKey{core: q.requests.core}
-			if len(q.requests.extended) > 0 {
-				parts := make([]string, 0, len(q.requests.extended))
-				for name, n := range q.requests.extended {
+			key := shapeKey{core: q.requests.Core}
+			if len(q.requests.Extended) > 0 {
+				parts := make([]string, 0, len(q.requests.Extended))
+				for name, n := range q.requests.Extended {
 					parts = append(parts, fmt.Sprintf("%s=%d", name, n))
 				}
 				slices.Sort(parts)
@@ -202,10 +207,10 @@ func shapesOf(bins []*bin) ([]packShape, [][]*podInfo) {
 			if !ok {
 				i = len(shapes)
 				index[key] = i
-				shapes = append(shapes, packShape{req: q.requests})
+				shapes = append(shapes, pack.Shape{Req: q.requests})
 				members = append(members, nil)
 			}
-			shapes[i].count++
+			shapes[i].Count++
 			members[i] = append(members[i], q)
 		}
 	}
@@ -213,17 +218,17 @@ func shapesOf(bins []*bin) ([]packShape, [][]*podInfo) {
 }
 
 // holds reports whether reserving reserved in claims NodeClaims keeps within the limits.
-func (l *limits) holds(reserved *vec, claims int64) bool {
+func (l *limits) holds(reserved *resources.Vec, claims int64) bool {
 	if l.nodes >= 0 && claims > l.nodes {
 		return false
 	}
 	for i := range l.limited {
-		if l.limited[i] && reserved.core[i] > l.remaining.core[i] {
+		if l.limited[i] && reserved.Core[i] > l.remaining.Core[i] {
 			return false
 		}
 	}
 	for name := range l.limitedExtended {
-		if reserved.extended[name] > l.remaining.extended[name] {
+		if reserved.Extended[name] > l.remaining.Extended[name] {
 			return false
 		}
 	}

@@ -10,6 +10,8 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // TestMovable checks which pods the repacking pass may move between NodeClaims with the same
@@ -149,18 +151,18 @@ func checkPlans(t *testing.T, pods []*corev1.Pod, r *Results) {
 	zoneOf := map[*corev1.Pod]string{}
 	nodeOf := map[*corev1.Pod]int{}
 	for i, nc := range r.NewNodeClaims {
-		var sum vec
+		var sum resources.Vec
 		for _, p := range nc.Pods {
 			if _, dup := nodeOf[p]; dup {
 				t.Fatalf("pod %s placed twice", p.Name)
 			}
 			nodeOf[p] = i
 			zoneOf[p] = single(nc, karpv1.LabelTopologyZone)
-			sum = sum.plus(podRequests(p))
+			sum = sum.Plus(resources.PodRequests(p))
 		}
 		for _, it := range nc.InstanceTypeOptions {
-			a := capacityOf(it.Allocatable())
-			if !fitsSum(&sum, &vec{}, &a) {
+			a := resources.CapacityOf(it.Allocatable())
+			if !resources.FitsSum(&sum, &resources.Vec{}, &a) {
 				t.Errorf("NodeClaim %d: option %s does not fit its pods", i, it.Name)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // fingerprint renders everything a simulation decided, so that two results can be compared.
@@ -21,9 +23,9 @@ func fingerprint(r *Results) string {
 		fmt.Fprintf(&sb, "existing %s: %v\n", e.Node.Name, podNames(e.Pods))
 	}
 	for _, nc := range r.NewNodeClaims {
-		req := vecOf(nc.Requests)
+		req := resources.Of(nc.Requests)
 		fmt.Fprintf(&sb, "claim %s/%s %.6f relaxed=%v req=%v reqs=%s its=%v pods=%v\n", nc.NodePool.Name, nc.Hostname, nc.Price,
-			nc.MinValuesRelaxed, req.core, nc.Requirements, nc.InstanceTypeOptions.Names(), podNames(nc.Pods))
+			nc.MinValuesRelaxed, req.Core, nc.Requirements, nc.InstanceTypeOptions.Names(), podNames(nc.Pods))
 	}
 	for _, pe := range r.PodErrors {
 		fmt.Fprintf(&sb, "error %s: %v\n", pe.Pod.Name, pe.Err)

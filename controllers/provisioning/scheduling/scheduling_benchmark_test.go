@@ -17,6 +17,8 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // The benchmark workload of the scheduling benchmark reference (shared/reference/
@@ -170,17 +172,17 @@ func totalCost(r *Results) float64 {
 func lowerBounds(pods []*corev1.Pod, its []*cloudprovider.InstanceType) (lp, lpPlus float64) {
 	var cpu, mem float64 // cores, GiB
 	for _, p := range pods {
-		r := podRequests(p)
-		cpu += float64(r.core[resCPU]) / 1000
-		mem += float64(r.core[resMemory]) / (1 << 30)
+		r := resources.PodRequests(p)
+		cpu += float64(r.Core[resources.CPU]) / 1000
+		mem += float64(r.Core[resources.Memory]) / (1 << 30)
 	}
 	var cpuPer, memPer, podsPer float64
 	for _, it := range its {
 		price := it.Offerings.Cheapest().Price
-		a := vecOf(it.Allocatable())
-		cpuPer = math.Max(cpuPer, float64(a.core[resCPU])/1000/price)
-		memPer = math.Max(memPer, float64(a.core[resMemory])/(1<<30)/price)
-		podsPer = math.Max(podsPer, float64(a.core[resPods])/price)
+		a := resources.Of(it.Allocatable())
+		cpuPer = math.Max(cpuPer, float64(a.Core[resources.CPU])/1000/price)
+		memPer = math.Max(memPer, float64(a.Core[resources.Memory])/(1<<30)/price)
+		podsPer = math.Max(podsPer, float64(a.Core[resources.Pods])/price)
 	}
 	n := float64(len(pods))
 	lp = math.Max(cpu/cpuPer, math.Max(mem/memPer, n/podsPer))
@@ -260,10 +262,10 @@ func TestBenchmarkWorkloadStream(t *testing.T) {
 	totals := func(pods []*corev1.Pod) (cpu, memGiB float64, cpuCounts map[int64]int) {
 		cpuCounts = map[int64]int{}
 		for _, p := range pods {
-			r := podRequests(p)
-			cpuCounts[r.core[resCPU]]++
-			cpu += float64(r.core[resCPU]) / 1000
-			memGiB += float64(r.core[resMemory]) / (1 << 30)
+			r := resources.PodRequests(p)
+			cpuCounts[r.Core[resources.CPU]]++
+			cpu += float64(r.Core[resources.CPU]) / 1000
+			memGiB += float64(r.Core[resources.Memory]) / (1 << 30)
 		}
 		return cpu, memGiB, cpuCounts
 	}
@@ -300,24 +302,49 @@ func TestBenchmarkWorkloadSolution(t *testing.T) {
 	if len(r.ExistingNodes) != 0 {
 		t.Fatalf("placed pods on %d existing nodes, there are none", len(r.ExistingNodes))
 	}
-	type where struct {
-		node int
-		zone string
+	at := checkWorkloadNodes(t, r)
+	if len(at) != len(pods) {
+		t.Fatalf("placed %d of %d pods", len(at), len(pods))
 	}
-	at := map[*corev1.Pod]where{}
+
+	checkWorkloadTopology(t, pods, at)
+
+	cost := totalCost(r)
+	lp, lpPlus := lowerBounds(pods, benchInstanceTypes)
+	t.Logf("%d nodes, $%.2f/h, LP $%.2f/h (×%.3f), LP+ $%.2f/h (×%.3f)", len(r.NewNodeClaims), cost, lp, cost/lp, lpPlus, cost/lpPlus)
+	if cost > 1.05*lpPlus {
+		t.Errorf("cost $%.2f/h is %.3f× the LP+ bound $%.2f/h, want at most 1.05×", cost, cost/lpPlus, lpPlus)
+	}
+	if math.Abs(lpPlus-215.08) > 0.01 || math.Abs(lp-208.84) > 0.01 {
+		t.Errorf("bounds LP %.2f LP+ %.2f, the reference gives 208.84 and 215.08", lp, lpPlus)
+	}
+}
+
+// workloadPlace is where TestBenchmarkWorkloadSolution found a pod: its NodeClaim and zone.
+type workloadPlace struct {
+	node int
+	zone string
+}
+
+// checkWorkloadNodes checks each planned NodeClaim of the benchmark workload (pods placed once, at
+// most one app=nginx pod, requests that sum its pods, options that fit them) and returns where
+// each pod is.
+func checkWorkloadNodes(t *testing.T, r *Results) map[*corev1.Pod]workloadPlace {
+	t.Helper()
+	at := map[*corev1.Pod]workloadPlace{}
 	for i, nc := range r.NewNodeClaims {
 		zone := ""
 		if z, ok := nc.Requirements.Get(karpv1.LabelTopologyZone); ok {
 			zone, _ = z.Single()
 		}
-		var sum vec
+		var sum resources.Vec
 		nginx := 0
 		for _, p := range nc.Pods {
 			if _, dup := at[p]; dup {
 				t.Fatalf("pod %s placed twice", p.Name)
 			}
-			at[p] = where{i, zone}
-			sum = sum.plus(podRequests(p))
+			at[p] = workloadPlace{i, zone}
+			sum = sum.Plus(resources.PodRequests(p))
 			if p.Labels["app"] == "nginx" {
 				nginx++
 			}
@@ -325,23 +352,26 @@ func TestBenchmarkWorkloadSolution(t *testing.T) {
 		if nginx > 1 {
 			t.Errorf("node %d holds %d app=nginx pods", i, nginx)
 		}
-		if got := vecOf(nc.Requests); got.core != sum.core {
-			t.Errorf("node %d requests %v, its pods sum to %v", i, got.core, sum.core)
+		if got := resources.Of(nc.Requests); got.Core != sum.Core {
+			t.Errorf("node %d requests %v, its pods sum to %v", i, got.Core, sum.Core)
 		}
 		if len(nc.InstanceTypeOptions) == 0 || len(nc.InstanceTypeOptions) > DefaultMaxInstanceTypes {
 			t.Errorf("node %d has %d instance-type options", i, len(nc.InstanceTypeOptions))
 		}
 		for _, it := range nc.InstanceTypeOptions {
-			a := vecOf(it.Allocatable())
-			if !fitsCore(&sum, &vec{}, &a.core) {
-				t.Errorf("node %d: option %s (allocatable %v) is smaller than its pods %v", i, it.Name, a.core, sum.core)
+			a := resources.Of(it.Allocatable())
+			if !resources.FitsCore(&sum, &resources.Vec{}, &a.Core) {
+				t.Errorf("node %d: option %s (allocatable %v) is smaller than its pods %v", i, it.Name, a.Core, sum.Core)
 			}
 		}
 	}
-	if len(at) != len(pods) {
-		t.Fatalf("placed %d of %d pods", len(at), len(pods))
-	}
+	return at
+}
 
+// checkWorkloadTopology checks the zone and hostname spreads and the self-affinity groups of the
+// benchmark workload from where its pods are.
+func checkWorkloadTopology(t *testing.T, pods []*corev1.Pod, at map[*corev1.Pod]workloadPlace) {
+	t.Helper()
 	zoneCount := map[string]map[string]int{} // my-label value -> zone -> pods
 	nodeCount := map[int]map[string]int{}    // node -> my-label value -> pods
 	affinityZones := map[string]map[string]bool{}
@@ -392,16 +422,6 @@ func TestBenchmarkWorkloadSolution(t *testing.T) {
 		if len(zs) != 1 || zs[""] {
 			t.Errorf("self-affinity group my-affininity=%s spans zones %v", v, zs)
 		}
-	}
-
-	cost := totalCost(r)
-	lp, lpPlus := lowerBounds(pods, benchInstanceTypes)
-	t.Logf("%d nodes, $%.2f/h, LP $%.2f/h (×%.3f), LP+ $%.2f/h (×%.3f)", len(r.NewNodeClaims), cost, lp, cost/lp, lpPlus, cost/lpPlus)
-	if cost > 1.05*lpPlus {
-		t.Errorf("cost $%.2f/h is %.3f× the LP+ bound $%.2f/h, want at most 1.05×", cost, cost/lpPlus, lpPlus)
-	}
-	if math.Abs(lpPlus-215.08) > 0.01 || math.Abs(lp-208.84) > 0.01 {
-		t.Errorf("bounds LP %.2f LP+ %.2f, the reference gives 208.84 and 215.08", lp, lpPlus)
 	}
 }
 

@@ -7,6 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/topology"
 )
 
 // setup holds what newSolver's stages pass to each other.
@@ -18,10 +22,10 @@ type setup struct {
 	// existing and preps are the nodes the solve uses, with what the set prepared for them.
 	existing           []*ExistingNode
 	preps              []*existingPrep
-	pendingConstraints [][]constraint   // per pending pod
-	existingAnti       [][][]constraint // per existing node, per pod: required anti-affinity
-	existingGroups     [][][]int32      // the same, as groups
-	volumes            *Volumes         // the storage the pending pods' volumes are looked up in
+	pendingConstraints [][]topology.Constraint   // per pending pod
+	existingAnti       [][][]topology.Constraint // per existing node, per pod: required anti-affinity
+	existingGroups     [][][]int32               // the same, as groups
+	volumes            *Volumes                  // the storage the pending pods' volumes are looked up in
 }
 
 // newSolver prepares a simulation on a prepared Scheduler: the pods, the NodePools in weight
@@ -30,7 +34,7 @@ type setup struct {
 // each NodePool would open. The existing nodes are those of set whose leave entry is not true
 // (leave may be shorter than the set, or nil). It changes nothing in sch or set.
 func newSolver(sch *Scheduler, pods []*corev1.Pod, set *NodeSet, leave []bool, remaining []corev1.ResourceList) *solver {
-	s := &solver{opts: sch.opts, topo: newTopology(), reach: map[reachKey]bool{}, set: set}
+	s := &solver{opts: sch.opts, topo: topology.New(), reach: map[reachKey]bool{}, set: set}
 	st := &setup{pods: pods, set: set, leave: leave, volumes: sch.volumes}
 	s.preparePods(st, sch)
 	s.selectExisting(st)
@@ -51,11 +55,11 @@ func (s *solver) preparePods(st *setup, sch *Scheduler) {
 	for _, i := range st.set.preferNoSchedule {
 		preferNoSchedule = preferNoSchedule || !st.left(i)
 	}
-	st.pendingConstraints = make([][]constraint, len(st.pods))
+	st.pendingConstraints = make([][]topology.Constraint, len(st.pods))
 	for i, pod := range st.pods {
 		req, known := st.set.requests[pod]
 		if !known {
-			req = podRequests(pod)
+			req = resources.PodRequests(pod)
 		}
 		p := newPodInfoWith(pod, req, withSoft, preferNoSchedule, st.volumes)
 		p.order = i
@@ -63,14 +67,14 @@ func (s *solver) preparePods(st *setup, sch *Scheduler) {
 		if p.err != nil {
 			continue
 		}
-		cs, err := constraintsOf(pod, withSoft)
+		cs, err := topology.ConstraintsOf(pod, withSoft)
 		if err != nil {
 			p.err = fmt.Errorf("pod %s: %w", p.name(), err)
 			continue
 		}
 		st.pendingConstraints[i] = cs
 		for _, c := range cs {
-			s.topo.keyIndex(c.keyName)
+			s.topo.KeyIndex(c.KeyName)
 		}
 	}
 	for _, i := range st.set.anti {
@@ -79,7 +83,7 @@ func (s *solver) preparePods(st *setup, sch *Scheduler) {
 		}
 		for _, cs := range st.set.preps[i].anti {
 			for _, c := range cs {
-				s.topo.keyIndex(c.keyName)
+				s.topo.KeyIndex(c.KeyName)
 			}
 		}
 	}
@@ -93,7 +97,7 @@ func (st *setup) left(i int) bool { return i < len(st.leave) && st.leave[i] }
 // smallest request of the pods, since no other could take a pod or change where one goes. The
 // nodes dropped for want of room are kept aside for the explanations of unschedulable pods.
 func (s *solver) selectExisting(st *setup) {
-	noTopology := len(s.topo.keys) == 0
+	noTopology := len(s.topo.Keys) == 0
 	least := leastRequests(s.pods)
 	st.existing = make([]*ExistingNode, 0, len(st.set.nodes))
 	st.preps = make([]*existingPrep, 0, len(st.set.nodes))
@@ -110,7 +114,7 @@ func (s *solver) selectExisting(st *setup) {
 		st.preps = append(st.preps, prep)
 	}
 	s.existingNodes = st.existing
-	st.existingAnti = make([][][]constraint, len(st.existing))
+	st.existingAnti = make([][][]topology.Constraint, len(st.existing))
 	for n, prep := range st.preps {
 		st.existingAnti[n] = prep.anti
 	}
@@ -128,13 +132,13 @@ func (s *solver) prepareNodePools(st *setup, sch *Scheduler, remaining []corev1.
 		t := newTemplate(pt, left)
 		s.templates = append(s.templates, t)
 		if t.err == nil {
-			s.topo.addDomains(t.reqs)
+			s.topo.AddDomains(t.reqs)
 		}
 	}
 	for _, en := range st.existing {
-		for _, k := range s.topo.keys {
-			if v, ok := en.Labels[k.name]; ok {
-				k.domain(v)
+		for _, k := range s.topo.Keys {
+			if v, ok := en.Labels[k.Name]; ok {
+				k.Domain(v)
 			}
 		}
 	}
@@ -143,19 +147,19 @@ func (s *solver) prepareNodePools(st *setup, sch *Scheduler, remaining []corev1.
 // prepareGroups turns constraints into shared topology groups: first the pending pods' own (hard
 // ones as owned groups, soft ones as preferences), then the existing pods' required anti-affinity.
 func (s *solver) prepareGroups(st *setup) {
-	prefKinds := map[groupKind]prefKind{kindSpread: prefSpread, kindAffinity: prefAffinity, kindAntiAffinity: prefAntiAffinity}
+	prefKinds := map[topology.Kind]prefKind{topology.Spread: prefSpread, topology.Affinity: prefAffinity, topology.AntiAffinity: prefAntiAffinity}
 	for i, p := range s.pods {
 		if p.err != nil {
 			continue
 		}
 		for _, c := range st.pendingConstraints[i] {
-			g := s.topo.groupFor(c, p.noHost, s.reachable)
-			if c.hard {
-				s.topo.groups[g].hard = true
+			g := s.topo.GroupFor(c, p.noHost, s.reachable)
+			if c.Hard {
+				s.topo.Groups[g].Hard = true
 				p.ownedGroups = append(p.ownedGroups, owned{group: g, hard: true})
 				continue
 			}
-			p.prefs = append(p.prefs, preference{kind: prefKinds[c.kind], weight: c.weight, group: g})
+			p.prefs = append(p.prefs, preference{kind: prefKinds[c.Kind], weight: c.Weight, group: g})
 		}
 	}
 	st.existingGroups = make([][][]int32, len(st.existing))
@@ -166,15 +170,15 @@ func (s *solver) prepareGroups(st *setup) {
 		st.existingGroups[n] = make([][]int32, len(st.existingAnti[n]))
 		for j, cs := range st.existingAnti[n] {
 			for _, c := range cs {
-				g := s.topo.groupFor(c, nil, nil)
-				s.topo.groups[g].hard = true
+				g := s.topo.GroupFor(c, nil, nil)
+				s.topo.Groups[g].Hard = true
 				st.existingGroups[n][j] = append(st.existingGroups[n][j], g)
 			}
 		}
 	}
-	for _, g := range s.topo.groups {
-		if g.key != hostnameKey {
-			g.grow(len(s.topo.keys[g.key].domains))
+	for _, g := range s.topo.Groups {
+		if g.Key != topology.HostnameKey {
+			g.Grow(len(s.topo.Keys[g.Key].Domains))
 		}
 	}
 }
@@ -187,13 +191,13 @@ func (s *solver) prepareSelection() {
 		if p.err != nil {
 			continue
 		}
-		for gi, g := range s.topo.groups {
-			if g.selects(p.pod) {
+		for gi, g := range s.topo.Groups {
+			if g.Selects(p.pod) {
 				p.selectedBy = append(p.selectedBy, int32(gi))
 			}
 		}
 		addKey := func(g int32) {
-			if k := s.topo.groups[g].key; k != hostnameKey && !slices.Contains(p.keys, k) {
+			if k := s.topo.Groups[g].Key; k != topology.HostnameKey && !slices.Contains(p.keys, k) {
 				p.keys = append(p.keys, k)
 			}
 		}
@@ -202,7 +206,7 @@ func (s *solver) prepareSelection() {
 		}
 		for _, o := range p.ownedGroups {
 			addKey(o.group)
-			if g := s.topo.groups[o.group]; g.key == hostnameKey && g.kind == kindAntiAffinity && p.selfSelected(o.group) {
+			if g := s.topo.Groups[o.group]; g.Key == topology.HostnameKey && g.Kind == topology.AntiAffinity && p.selfSelected(o.group) {
 				p.separate = true
 			}
 		}
@@ -212,7 +216,7 @@ func (s *solver) prepareSelection() {
 			}
 		}
 		for _, g := range p.selectedBy {
-			if grp := s.topo.groups[g]; grp.kind == kindSpread && grp.hard {
+			if grp := s.topo.Groups[g]; grp.Kind == topology.Spread && grp.Hard {
 				p.prefs = append(p.prefs, preference{kind: prefOthersSpread})
 				break
 			}
@@ -239,12 +243,12 @@ func (s *solver) prepareExistingNodes(st *setup) {
 		s.bins = append(s.bins, b)
 		// Without groups there is nothing to count (a node's anti-affinity makes groups): skip the
 		// pods, so that a solve without topology costs per node, not per existing pod.
-		if len(s.topo.groups) == 0 {
+		if len(s.topo.Groups) == 0 {
 			continue
 		}
 		for j, pod := range en.Pods {
-			for gi, g := range s.topo.groups {
-				if g.selects(pod) {
+			for gi, g := range s.topo.Groups {
+				if g.Selects(pod) {
 					s.count(b, int32(gi))
 				}
 			}
@@ -265,14 +269,14 @@ func (s *solver) prepareOrder() {
 	for _, t := range s.templates {
 		if t.err == nil {
 			ref := t.instanceTypes[len(t.instanceTypes)/2].alloc
-			if ref.core[resCPU] > 0 && ref.core[resMemory] > 0 {
-				s.cpuWeight, s.memWeight = 1/float64(ref.core[resCPU]), 1/float64(ref.core[resMemory])
+			if ref.Core[resources.CPU] > 0 && ref.Core[resources.Memory] > 0 {
+				s.cpuWeight, s.memWeight = 1/float64(ref.Core[resources.CPU]), 1/float64(ref.Core[resources.Memory])
 			}
 			break
 		}
 	}
 	for _, p := range s.pods {
-		p.size = max(float64(p.requests.core[resCPU])*s.cpuWeight, float64(p.requests.core[resMemory])*s.memWeight)
+		p.size = max(float64(p.requests.Core[resources.CPU])*s.cpuWeight, float64(p.requests.Core[resources.Memory])*s.memWeight)
 	}
 	for _, t := range s.templates {
 		if t.err != nil {
@@ -287,11 +291,11 @@ func (s *solver) prepareOrder() {
 func (s *solver) existingBin(id int32, en *ExistingNode, prep *existingPrep) *bin {
 	b := &bin{id: id, existing: en, hostname: en.Name, reqs: prep.reqs, capacity: prep.capacity, taints: en.Taints,
 		used: prep.used, basePorts: prep.ports}
-	b.domains = make([]int32, len(s.topo.keys))
-	for k, key := range s.topo.keys {
+	b.domains = make([]int32, len(s.topo.Keys))
+	for k, key := range s.topo.Keys {
 		b.domains[k] = -1
-		if v, ok := en.Labels[key.name]; ok {
-			b.domains[k] = key.index[v]
+		if v, ok := en.Labels[key.Name]; ok {
+			b.domains[k] = key.Index[v]
 		}
 	}
 	return b
@@ -299,12 +303,12 @@ func (s *solver) existingBin(id int32, en *ExistingNode, prep *existingPrep) *bi
 
 // domainsOf returns, per topology key, the domain reqs fixes (one allowed value), else -1.
 func (s *solver) domainsOf(reqs requirements.Requirements) []int32 {
-	out := make([]int32, len(s.topo.keys))
-	for k, key := range s.topo.keys {
+	out := make([]int32, len(s.topo.Keys))
+	for k, key := range s.topo.Keys {
 		out[k] = -1
-		if r, ok := reqs.Get(key.name); ok {
+		if r, ok := reqs.Get(key.Name); ok {
 			if v, single := r.Single(); single {
-				out[k] = key.domain(v)
+				out[k] = key.Domain(v)
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // Sizing: how big a planned NodeClaim is made, and when a pod opens a new one rather than grow
@@ -41,15 +43,15 @@ import (
 // and the least of those. Extended resources count only when q requests them, so that a pod
 // without a GPU is not sized for the GPU pods to come. It is 0 when a demanded resource has no
 // room.
-func (s *solver) coverage(q *podInfo, alloc *[numCore]int64, ext map[corev1.ResourceName]int64, used *vec) float64 {
+func (s *solver) coverage(q *podInfo, alloc *[resources.NumCore]int64, ext map[corev1.ResourceName]int64, used *resources.Vec) float64 {
 	c := 1.0
-	for r := range numCore {
-		d := s.pending.core[r]
+	for r := range resources.NumCore {
+		d := s.pending.Core[r]
 		if d <= 0 {
 			continue
 		}
-		room := alloc[r] - used.core[r]
-		if need := q.requests.core[r]; need > 0 && room > 0 {
+		room := alloc[r] - used.Core[r]
+		if need := q.requests.Core[r]; need > 0 && room > 0 {
 			room -= room % need
 		}
 		if room <= 0 {
@@ -57,12 +59,12 @@ func (s *solver) coverage(q *podInfo, alloc *[numCore]int64, ext map[corev1.Reso
 		}
 		c = min(c, float64(room)/float64(d))
 	}
-	for name, need := range q.requests.extended {
-		d := s.pending.extended[name]
+	for name, need := range q.requests.Extended {
+		d := s.pending.Extended[name]
 		if need <= 0 || d <= 0 {
 			continue
 		}
-		room := ext[name] - used.extended[name]
+		room := ext[name] - used.Extended[name]
 		if room > 0 {
 			room -= room % need
 		}
@@ -86,18 +88,18 @@ func unitPrice(price, cov float64) float64 {
 // options of opts from `from` on that fit used plus q, the one of least unit price (the cheaper of
 // equal ones), and that unit price. from is the cheapest fitting option, so the scan stops at the
 // first option whose price alone is no better than the best unit price found.
-func (s *solver) openingTarget(q *podInfo, t *template, opts *optionSet, from int, used *vec) (int, float64) {
+func (s *solver) openingTarget(q *podInfo, t *template, opts *optionSet, from int, used *resources.Vec) (int, float64) {
 	best, bestUnit := from, math.Inf(1)
-	extended := used.extended != nil || q.requests.extended != nil
+	extended := used.Extended != nil || q.requests.Extended != nil
 	for i := from; i < len(opts.typeIndices) && opts.price[i] < bestUnit-priceEpsilon; i++ {
-		if !fitsCore(used, &q.requests, &opts.alloc[i]) {
+		if !resources.FitsCore(used, &q.requests, &opts.alloc[i]) {
 			continue
 		}
 		info := &t.instanceTypes[opts.typeIndices[i]]
-		if extended && !fitsSum(used, &q.requests, &info.alloc) {
+		if extended && !resources.FitsSum(used, &q.requests, &info.alloc) {
 			continue
 		}
-		if u := unitPrice(opts.price[i], s.coverage(q, &opts.alloc[i], info.alloc.extended, used)); u < bestUnit-priceEpsilon {
+		if u := unitPrice(opts.price[i], s.coverage(q, &opts.alloc[i], info.alloc.Extended, used)); u < bestUnit-priceEpsilon {
 			best, bestUnit = i, u
 		}
 	}
@@ -121,38 +123,13 @@ func (s *solver) growthUnit(q *podInfo, b *bin, opts *optionSet, idx int) float6
 		return 0
 	}
 	info := &b.tmpl.instanceTypes[opts.typeIndices[idx]]
-	return unitPrice(over, s.coverage(q, &opts.alloc[idx], info.alloc.extended, &b.used))
+	return unitPrice(over, s.coverage(q, &opts.alloc[idx], info.alloc.Extended, &b.used))
 }
 
 // startPending sets the pending demand to the requests of pods.
 func (s *solver) startPending(pods []*podInfo) {
-	s.pending = vec{}
+	s.pending = resources.Vec{}
 	for _, p := range pods {
-		s.pending.addInPlace(&p.requests)
-	}
-}
-
-// addInPlace adds o to v, reusing v's map of extended resources when it has one.
-func (v *vec) addInPlace(o *vec) {
-	for i := range v.core {
-		v.core[i] += o.core[i]
-	}
-	for name, n := range o.extended {
-		if v.extended == nil {
-			v.extended = map[corev1.ResourceName]int64{}
-		}
-		v.extended[name] += n
-	}
-}
-
-// subInPlace subtracts o from v, never below zero, reusing v's map of extended resources.
-func (v *vec) subInPlace(o *vec) {
-	for i := range v.core {
-		v.core[i] = max(v.core[i]-o.core[i], 0)
-	}
-	for name, n := range o.extended {
-		if _, ok := v.extended[name]; ok {
-			v.extended[name] = max(v.extended[name]-n, 0)
-		}
+		s.pending.Add(&p.requests)
 	}
 }

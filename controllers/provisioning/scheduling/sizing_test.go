@@ -10,6 +10,8 @@ import (
 
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // pricedType is a fake instance type with the given capacity and price in every default offering,
@@ -98,31 +100,33 @@ func TestSizingOnPriceLists(t *testing.T) {
 
 // TestCoverage checks the share of the pending demand a room holds.
 func TestCoverage(t *testing.T) {
-	cores := func(cpu, mem, pods int64) vec { return vec{core: [numCore]int64{cpu, mem << 30, pods, 0}} }
+	cores := func(cpu, mem, pods int64) resources.Vec {
+		return resources.Vec{Core: [resources.NumCore]int64{cpu, mem << 30, pods, 0}}
+	}
 	tests := []struct {
 		name         string
-		pending, pod vec
-		alloc, used  vec
+		pending, pod resources.Vec
+		alloc, used  resources.Vec
 		want         float64
 	}{
-		{"room for everything", cores(3000, 3, 3), cores(1000, 1, 1), cores(8000, 16, 110), vec{}, 1},
+		{"room for everything", cores(3000, 3, 3), cores(1000, 1, 1), cores(8000, 16, 110), resources.Vec{}, 1},
 		// 7.9 cpus hold 7 pods of 1 cpu: 7 of the 10 pending.
-		{"whole copies of the pod", cores(10000, 0, 10), cores(1000, 0, 1), cores(7900, 16, 110), vec{}, 0.7},
-		{"the scarcest resource counts", cores(10000, 20, 10), cores(1000, 2, 1), cores(16000, 8, 110), vec{}, 0.4},
+		{"whole copies of the pod", cores(10000, 0, 10), cores(1000, 0, 1), cores(7900, 16, 110), resources.Vec{}, 0.7},
+		{"the scarcest resource counts", cores(10000, 20, 10), cores(1000, 2, 1), cores(16000, 8, 110), resources.Vec{}, 0.4},
 		{"what is used is not room", cores(4000, 0, 4), cores(1000, 0, 1), cores(3900, 16, 110), cores(1000, 0, 1), 0.5},
-		{"no room at all", cores(4000, 0, 4), cores(1000, 0, 1), cores(900, 16, 110), vec{}, 0},
+		{"no room at all", cores(4000, 0, 4), cores(1000, 0, 1), cores(900, 16, 110), resources.Vec{}, 0},
 		{"a gpu the pod does not need is not counted",
-			vec{core: cores(4000, 4, 4).core, extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 2000}}, cores(1000, 1, 1), cores(8000, 16, 110), vec{}, 1},
+			resources.Vec{Core: cores(4000, 4, 4).Core, Extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 2000}}, cores(1000, 1, 1), cores(8000, 16, 110), resources.Vec{}, 1},
 		{"a gpu the pod needs is",
-			vec{core: cores(4000, 4, 4).core, extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 4000}},
-			vec{core: cores(1000, 1, 1).core, extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 1000}},
-			vec{core: cores(8000, 16, 110).core, extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 1000}}, vec{}, 0.25},
+			resources.Vec{Core: cores(4000, 4, 4).Core, Extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 4000}},
+			resources.Vec{Core: cores(1000, 1, 1).Core, Extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 1000}},
+			resources.Vec{Core: cores(8000, 16, 110).Core, Extended: map[corev1.ResourceName]int64{"nvidia.com/gpu": 1000}}, resources.Vec{}, 0.25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &solver{pending: tt.pending}
 			q := &podInfo{requests: tt.pod}
-			if got := s.coverage(q, &tt.alloc.core, tt.alloc.extended, &tt.used); math.Abs(got-tt.want) > 1e-9 {
+			if got := s.coverage(q, &tt.alloc.Core, tt.alloc.Extended, &tt.used); math.Abs(got-tt.want) > 1e-9 {
 				t.Errorf("coverage %v, want %v", got, tt.want)
 			}
 		})
@@ -136,9 +140,9 @@ func TestOpeningTarget(t *testing.T) {
 	tmpl := &template{poolTemplate: &poolTemplate{}}
 	opts := &optionSet{price: prices}
 	for i, cpu := range []int64{1900, 3900, 7900, 15900} {
-		tmpl.instanceTypes = append(tmpl.instanceTypes, instanceTypeInfo{alloc: vec{core: [numCore]int64{cpu, 64 << 30, 110, unknownCapacity}}})
+		tmpl.instanceTypes = append(tmpl.instanceTypes, instanceTypeInfo{alloc: resources.Vec{Core: [resources.NumCore]int64{cpu, 64 << 30, 110, resources.UnknownCapacity}}})
 		opts.typeIndices = append(opts.typeIndices, int32(i))
-		opts.alloc = append(opts.alloc, tmpl.instanceTypes[i].alloc.core)
+		opts.alloc = append(opts.alloc, tmpl.instanceTypes[i].alloc.Core)
 	}
 	tests := []struct {
 		name    string
@@ -152,9 +156,9 @@ func TestOpeningTarget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &solver{pending: vec{core: [numCore]int64{tt.pending * 1000, 0, tt.pending, 0}}}
-			q := &podInfo{requests: vec{core: [numCore]int64{1000, 0, 1, 0}}}
-			got, unit := s.openingTarget(q, tmpl, opts, 0, &vec{})
+			s := &solver{pending: resources.Vec{Core: [resources.NumCore]int64{tt.pending * 1000, 0, tt.pending, 0}}}
+			q := &podInfo{requests: resources.Vec{Core: [resources.NumCore]int64{1000, 0, 1, 0}}}
+			got, unit := s.openingTarget(q, tmpl, opts, 0, &resources.Vec{})
 			if got != tt.want {
 				t.Errorf("option %d (unit price %v), want %d", got, unit, tt.want)
 			}

@@ -7,12 +7,16 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/topology"
 )
 
 // solver holds the state of one simulation.
 type solver struct {
 	opts          Options
-	topo          *topology
+	topo          *topology.Topology
 	templates     []*template // one per NodePool, in weight order (template.index)
 	fresh         []*bin      // per template: the NodeClaim a pod would open, reused between pods
 	bins          []*bin      // existing nodes first, then planned NodeClaims in the order opened
@@ -32,7 +36,7 @@ type solver struct {
 	// NodePool), so that one such node counts 1 in each.
 	cpuWeight, memWeight float64
 	// pending is what the pods of the current pass not placed yet request (sizing.go).
-	pending vec
+	pending resources.Vec
 	// index finds the bins worth trying for a pod, occupied counts the bins each hostname group
 	// rules out (binindex.go).
 	index    *binIndex
@@ -62,36 +66,34 @@ func Solve(ctx context.Context, in Input) (*Results, error) {
 	return sch.solve(ctx, in.Pods, NewNodeSet(in.ExistingNodes), nil, remaining)
 }
 
-// count records a pod selected by group g on bin b.
-func (s *solver) count(b *bin, g int32) {
-	grp := s.topo.groups[g]
-	grp.total++
-	if grp.key == hostnameKey {
-		b.counts = incCount(b.counts, g)
-		if countOf(b.counts, g) == 1 {
-			s.occupied.note(g, &s.occupied.selected, 1)
-		}
-		return
-	}
-	if d := b.domains[grp.key]; d >= 0 {
-		grp.grow(int(d) + 1)
-		grp.counts[d]++
-	}
-}
+// count records a pod selected by group g on bin b; countOwner a pod that declares g as a hard
+// constraint; uncount and uncountOwner reverse them.
+func (s *solver) count(b *bin, g int32)        { s.tally(b, g, false, 1) }
+func (s *solver) countOwner(b *bin, g int32)   { s.tally(b, g, true, 1) }
+func (s *solver) uncount(b *bin, g int32)      { s.tally(b, g, false, -1) }
+func (s *solver) uncountOwner(b *bin, g int32) { s.tally(b, g, true, -1) }
 
-// countOwner records a pod that declares group g as a hard constraint on bin b.
-func (s *solver) countOwner(b *bin, g int32) {
-	grp := s.topo.groups[g]
-	if grp.key == hostnameKey {
-		b.owners = incCount(b.owners, g)
-		if countOf(b.owners, g) == 1 {
-			s.occupied.note(g, &s.occupied.owners, 1)
+// tally adds delta to the count of group g on bin b: of the pods g selects, or with owner set of
+// the pods that declare g as a hard constraint. A hostname group counts on the bin (and in
+// s.occupied, the bins it holds a pod on), any other group in the bin's domain when it has one.
+func (s *solver) tally(b *bin, g int32, owner bool, delta int32) {
+	grp := s.topo.Groups[g]
+	onBin, inDomain, occupied := &b.counts, &grp.Counts, &s.occupied.selected
+	if owner {
+		onBin, inDomain, occupied = &b.owners, &grp.Owners, &s.occupied.owners
+	} else {
+		grp.Total += delta
+	}
+	if grp.Key == topology.HostnameKey {
+		*onBin = topology.AddCount(*onBin, g, delta)
+		if n := topology.CountOf(*onBin, g); (delta > 0 && n == delta) || (delta < 0 && n == 0) {
+			s.occupied.note(g, occupied, delta)
 		}
 		return
 	}
-	if d := b.domains[grp.key]; d >= 0 {
-		grp.grow(int(d) + 1)
-		grp.owners[d]++
+	if d := b.domains[grp.Key]; d >= 0 {
+		grp.Grow(int(d) + 1)
+		(*inDomain)[d] += delta
 	}
 }
 
@@ -109,10 +111,10 @@ func queueOrder(a, b *podInfo) int {
 	if c := cmp.Compare(b.size, a.size); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.requests.core[resCPU], a.requests.core[resCPU]); c != 0 {
+	if c := cmp.Compare(b.requests.Core[resources.CPU], a.requests.Core[resources.CPU]); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.requests.core[resMemory], a.requests.core[resMemory]); c != 0 {
+	if c := cmp.Compare(b.requests.Core[resources.Memory], a.requests.Core[resources.Memory]); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.order, b.order)
@@ -142,7 +144,7 @@ func (s *solver) run(ctx context.Context) {
 			for !ok && pass > 0 && p.relax() {
 				ok = s.place(p)
 			}
-			s.pending.subInPlace(&p.requests)
+			s.pending.Sub(&p.requests)
 			if ok {
 				placed = true
 				continue

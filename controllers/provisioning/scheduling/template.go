@@ -12,13 +12,15 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/requirements"
+
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
 // instanceTypeInfo is an instance type with its resources converted once, by Prepare.
 type instanceTypeInfo struct {
 	instanceType *cloudprovider.InstanceType
-	alloc        vec
-	capacity     vec
+	alloc        resources.Vec
+	capacity     resources.Vec
 }
 
 // poolTemplate is the part of a NodePool's preparation that depends only on the NodePool, its
@@ -43,7 +45,7 @@ type poolTemplate struct {
 	baseHash uint64
 	// daemon is what the DaemonSet pods that run on every node of the NodePool request; varying
 	// are those that run on some of its nodes only (daemons.go).
-	daemon    vec
+	daemon    resources.Vec
 	varying   varyingDaemons
 	minValues bool
 	// err says why the NodePool cannot launch anything; it is then skipped.
@@ -75,11 +77,11 @@ func newTemplate(pt *poolTemplate, remaining corev1.ResourceList) *template {
 // reserves the capacity of its cheapest fitting instance type while packing; finalize narrows
 // the options so that the largest option of every NodeClaim together stays within the limits.
 type limits struct {
-	limited         [numCore]bool
-	remaining       vec
+	limited         [resources.NumCore]bool
+	remaining       resources.Vec
 	limitedExtended map[corev1.ResourceName]bool
 	nodes           int64 // remaining NodeClaims, -1 when unlimited
-	reserved        vec
+	reserved        resources.Vec
 	claims          int64
 }
 
@@ -90,7 +92,7 @@ func newLimits(remaining corev1.ResourceList) limits {
 			l.nodes = q.Value()
 			continue
 		}
-		if i := coreIndex(name); i >= 0 {
+		if i := resources.CoreIndex(name); i >= 0 {
 			l.limited[i] = true
 		} else {
 			if l.limitedExtended == nil {
@@ -98,24 +100,24 @@ func newLimits(remaining corev1.ResourceList) limits {
 			}
 			l.limitedExtended[name] = true
 		}
-		l.remaining.set(name, q)
+		l.remaining.Set(name, q)
 	}
 	return l
 }
 
 // allows reports whether swapping a reservation of before for after (and adding newClaims
 // NodeClaims) stays within the limits, and if not which resource breaks them.
-func (l *limits) allows(before, after *vec, newClaims int64) (bool, string) {
+func (l *limits) allows(before, after *resources.Vec, newClaims int64) (bool, string) {
 	if l.nodes >= 0 && l.claims+newClaims > l.nodes {
 		return false, fmt.Sprintf("nodes (%d left)", l.nodes-l.claims)
 	}
 	for i := range l.limited {
-		if l.limited[i] && l.reserved.core[i]-before.core[i]+after.core[i] > l.remaining.core[i] {
-			return false, string(coreNames[i])
+		if l.limited[i] && l.reserved.Core[i]-before.Core[i]+after.Core[i] > l.remaining.Core[i] {
+			return false, string(resources.CoreName(i))
 		}
 	}
 	for name := range l.limitedExtended {
-		if l.reserved.extended[name]-before.extended[name]+after.extended[name] > l.remaining.extended[name] {
+		if l.reserved.Extended[name]-before.Extended[name]+after.Extended[name] > l.remaining.Extended[name] {
 			return false, string(name)
 		}
 	}
@@ -123,7 +125,7 @@ func (l *limits) allows(before, after *vec, newClaims int64) (bool, string) {
 }
 
 func (l *limits) any() bool {
-	return l.nodes >= 0 || l.limited != [numCore]bool{} || len(l.limitedExtended) > 0
+	return l.nodes >= 0 || l.limited != [resources.NumCore]bool{} || len(l.limitedExtended) > 0
 }
 
 // optionSet is the instance types of a template that are compatible with one set of NodeClaim
@@ -133,19 +135,19 @@ type optionSet struct {
 	reqs        requirements.Requirements
 	typeIndices []int32 // indices into poolTemplate.instanceTypes
 	price       []float64
-	alloc       [][numCore]int64
-	maxAlloc    [numCore]int64
+	alloc       [][resources.NumCore]int64
+	maxAlloc    [resources.NumCore]int64
 	hasExtended bool
 }
 
 // cheapestFit returns the first option from `from` on that fits used+add, or -1.
-func (o *optionSet) cheapestFit(t *template, from int, used, add *vec) int {
-	needs := needsOf(used, add) // extended.go
+func (o *optionSet) cheapestFit(t *template, from int, used, add *resources.Vec) int {
+	needs := resources.NeedsOf(used, add)
 	for i := from; i < len(o.typeIndices); i++ {
-		if !fitsCore(used, add, &o.alloc[i]) {
+		if !resources.FitsCore(used, add, &o.alloc[i]) {
 			continue
 		}
-		if !needs.none() && !needs.fitIn(&t.instanceTypes[o.typeIndices[i]].alloc) {
+		if !needs.None() && !needs.FitIn(&t.instanceTypes[o.typeIndices[i]].alloc) {
 			continue
 		}
 		return i
@@ -204,7 +206,7 @@ func newPoolTemplate(index int, np NodePool, daemonSets []*podInfo) *poolTemplat
 	})
 	t.instanceTypes = make([]instanceTypeInfo, len(priced))
 	for i, p := range priced {
-		t.instanceTypes[i] = instanceTypeInfo{instanceType: p.it, alloc: capacityOf(p.it.Allocatable()), capacity: vecOf(p.it.Capacity)}
+		t.instanceTypes[i] = instanceTypeInfo{instanceType: p.it, alloc: resources.CapacityOf(p.it.Allocatable()), capacity: resources.Of(p.it.Capacity)}
 	}
 	t.prepareDaemons(daemonSets)
 	t.base, t.baseHash = t.buildOptions(t.reqs), t.reqs.Hash()
@@ -389,24 +391,24 @@ func (t *poolTemplate) buildOptions(reqs requirements.Requirements) *optionSet {
 		opts = append(opts, opt{int32(i), o.Price})
 	}
 	slices.SortStableFunc(opts, func(a, b opt) int { return cmp.Compare(a.price, b.price) })
-	set := &optionSet{reqs: reqs, typeIndices: make([]int32, len(opts)), price: make([]float64, len(opts)), alloc: make([][numCore]int64, len(opts))}
+	set := &optionSet{reqs: reqs, typeIndices: make([]int32, len(opts)), price: make([]float64, len(opts)), alloc: make([][resources.NumCore]int64, len(opts))}
 	for j, o := range opts {
 		set.typeIndices[j], set.price[j] = o.i, o.price
 		set.alloc[j] = t.optionAlloc(o.i, reqs)
-		for r := range numCore {
+		for r := range resources.NumCore {
 			set.maxAlloc[r] = max(set.maxAlloc[r], set.alloc[j][r])
 		}
-		set.hasExtended = set.hasExtended || t.instanceTypes[o.i].alloc.extended != nil
+		set.hasExtended = set.hasExtended || t.instanceTypes[o.i].alloc.Extended != nil
 	}
 	return set
 }
 
 // fittingTypes returns the options from index first on that fit used, in price order.
-func (t *poolTemplate) fittingTypes(o *optionSet, first int, used *vec) cloudprovider.InstanceTypes {
+func (t *poolTemplate) fittingTypes(o *optionSet, first int, used *resources.Vec) cloudprovider.InstanceTypes {
 	var out cloudprovider.InstanceTypes
-	var zero vec
+	var zero resources.Vec
 	for i := first; i >= 0 && i < len(o.typeIndices); i++ {
-		if fitsCore(used, &zero, &o.alloc[i]) && (used.extended == nil || fitsSum(used, &zero, &t.instanceTypes[o.typeIndices[i]].alloc)) {
+		if resources.FitsCore(used, &zero, &o.alloc[i]) && (used.Extended == nil || resources.FitsSum(used, &zero, &t.instanceTypes[o.typeIndices[i]].alloc)) {
 			out = append(out, t.instanceTypes[o.typeIndices[i]].instanceType)
 		}
 	}

@@ -45,15 +45,27 @@ func replicas(n int, prefix, cpu string, opts ...podOption) []*corev1.Pod {
 	return out
 }
 
+type solveCase struct {
+	name     string
+	pods     []*corev1.Pod
+	existing []*ExistingNode
+	check    func(t *testing.T, r *Results)
+}
+
 func TestTopologySpread(t *testing.T) {
+	tests := append(spreadPlacementCases(), spreadLimitCases()...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := solve(t, Input{Pods: tt.pods, ExistingNodes: tt.existing, NodePools: []NodePool{pool(newNodePool("default"))}})
+			tt.check(t, r)
+		})
+	}
+}
+
+func spreadPlacementCases() []solveCase {
 	zone, host := karpv1.LabelTopologyZone, karpv1.LabelHostname
 	spreadZone := withSpread(zone, 1, corev1.DoNotSchedule, "app", "web")
-	tests := []struct {
-		name     string
-		pods     []*corev1.Pod
-		existing []*ExistingNode
-		check    func(t *testing.T, r *Results)
-	}{
+	return []solveCase{
 		{
 			name: "zone spread with skew 1 over three zones",
 			pods: replicas(6, "web", "100m", withLabels("app", "web"), spreadZone),
@@ -104,6 +116,13 @@ func TestTopologySpread(t *testing.T) {
 				}
 			},
 		},
+	}
+}
+
+func spreadLimitCases() []solveCase {
+	zone := karpv1.LabelTopologyZone
+	spreadZone := withSpread(zone, 1, corev1.DoNotSchedule, "app", "web")
+	return []solveCase{
 		{
 			name: "spread pinned to one zone by node affinity cannot balance",
 			pods: replicas(2, "web", "100m", withLabels("app", "web"), spreadZone, withNodeSelector(zone, fake.Zone1)),
@@ -168,6 +187,10 @@ func TestTopologySpread(t *testing.T) {
 			},
 		},
 	}
+}
+
+func TestPodAffinityAndAntiAffinity(t *testing.T) {
+	tests := append(affinityCases(), antiAffinityCases()...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := solve(t, Input{Pods: tt.pods, ExistingNodes: tt.existing, NodePools: []NodePool{pool(newNodePool("default"))}})
@@ -176,14 +199,9 @@ func TestTopologySpread(t *testing.T) {
 	}
 }
 
-func TestPodAffinityAndAntiAffinity(t *testing.T) {
+func affinityCases() []solveCase {
 	zone, host := karpv1.LabelTopologyZone, karpv1.LabelHostname
-	tests := []struct {
-		name     string
-		pods     []*corev1.Pod
-		existing []*ExistingNode
-		check    func(t *testing.T, r *Results)
-	}{
+	return []solveCase{
 		{
 			name: "hostname affinity keeps pods together",
 			pods: append(replicas(3, "db", "1", withLabels("app", "db")),
@@ -224,6 +242,12 @@ func TestPodAffinityAndAntiAffinity(t *testing.T) {
 				}
 			},
 		},
+	}
+}
+
+func antiAffinityCases() []solveCase {
+	zone, host := karpv1.LabelTopologyZone, karpv1.LabelHostname
+	return []solveCase{
 		{
 			name: "hostname anti-affinity spreads over nodes",
 			pods: replicas(3, "web", "100m", withLabels("app", "web"), withPodAntiAffinity(term(host, "app", "web"))),
@@ -269,11 +293,5 @@ func TestPodAffinityAndAntiAffinity(t *testing.T) {
 				}
 			},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := solve(t, Input{Pods: tt.pods, ExistingNodes: tt.existing, NodePools: []NodePool{pool(newNodePool("default"))}})
-			tt.check(t, r)
-		})
 	}
 }

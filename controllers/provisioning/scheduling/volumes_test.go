@@ -124,10 +124,48 @@ func zonesOf(t *testing.T, r *Results, pod string) string {
 	return strings.Join(zone.Values(), ",")
 }
 
+type volumeCase struct {
+	name      string
+	pod       []podOption
+	pools     []NodePool // default: one NodePool in every zone
+	existing  []*ExistingNode
+	noStorage bool   // simulate without Volumes
+	want      string // zonesOf, or for errors a prefix of it
+}
+
 func TestVolumeTopology(t *testing.T) {
+	volumes := volumeTopologyFixture()
+	tests := volumeTopologyCases()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPod("p", "100m", "100Mi", tt.pod...)
+			pools := tt.pools
+			if pools == nil {
+				pools = []NodePool{pool(newNodePool("default"))}
+			}
+			in := Input{Pods: []*corev1.Pod{p}, NodePools: pools, ExistingNodes: tt.existing, Volumes: volumes}
+			if tt.noStorage {
+				in.Volumes = nil
+			}
+			got := zonesOf(t, solve(t, in), p.Name)
+			if strings.HasPrefix(tt.want, "error: ") {
+				if !strings.HasPrefix(got, tt.want) {
+					t.Fatalf("got\n  %s\nwant a message starting\n  %s", got, tt.want)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// volumeTopologyFixture is the storage of TestVolumeTopology: claims, volumes and classes in zones 1 to 3.
+func volumeTopologyFixture() *Volumes {
 	z1, z2, z3 := fake.Zone1, fake.Zone2, fake.Zone3
 	wffc, immediate := storagev1.VolumeBindingWaitForFirstConsumer, storagev1.VolumeBindingImmediate
-	volumes := NewVolumes(
+	return NewVolumes(
 		[]corev1.PersistentVolumeClaim{
 			boundClaim("data", "pv-z1"),
 			boundClaim("two-zones", "pv-z1-z2"),
@@ -161,20 +199,17 @@ func TestVolumeTopology(t *testing.T) {
 			asDefault(storageClass("standard", wffc, z3), time.Unix(2, 0)),
 		},
 	)
+}
+
+func volumeTopologyCases() []volumeCase {
+	z1, z2, z3 := fake.Zone1, fake.Zone2, fake.Zone3
 	zone1Pool := func() NodePool {
 		return pool(newNodePool("zone-1", poolRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, z1)))
 	}
 	zone2Pool := func() NodePool {
 		return pool(newNodePool("zone-2", poolWeight(100), poolRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, z2)))
 	}
-	tests := []struct {
-		name      string
-		pod       []podOption
-		pools     []NodePool // default: one NodePool in every zone
-		existing  []*ExistingNode
-		noStorage bool   // simulate without Volumes
-		want      string // zonesOf, or for errors a prefix of it
-	}{
+	return []volumeCase{
 		{name: "a bound volume pins the node to its zone", pod: []podOption{withClaim("data")}, want: z1},
 		{name: "a volume with two terms takes the first one a NodePool offers", pod: []podOption{withClaim("two-zones")}, want: z1},
 		{name: "a volume with two terms takes the second when the first is not offered",
@@ -228,29 +263,6 @@ func TestVolumeTopology(t *testing.T) {
 		{name: "an ephemeral volume's name taken by another claim",
 			pod:  []podOption{func(p *corev1.Pod) { p.Name = "web-1" }, withUID("uid-web-1"), withEphemeral("scratch", "wffc-z2")},
 			want: "error: pod default/web-1: PersistentVolumeClaim default/web-1-scratch exists but was not created for the pod's ephemeral volume scratch"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := newPod("p", "100m", "100Mi", tt.pod...)
-			pools := tt.pools
-			if pools == nil {
-				pools = []NodePool{pool(newNodePool("default"))}
-			}
-			in := Input{Pods: []*corev1.Pod{p}, NodePools: pools, ExistingNodes: tt.existing, Volumes: volumes}
-			if tt.noStorage {
-				in.Volumes = nil
-			}
-			got := zonesOf(t, solve(t, in), p.Name)
-			if strings.HasPrefix(tt.want, "error: ") {
-				if !strings.HasPrefix(got, tt.want) {
-					t.Fatalf("got\n  %s\nwant a message starting\n  %s", got, tt.want)
-				}
-				return
-			}
-			if got != tt.want {
-				t.Fatalf("got %s, want %s", got, tt.want)
-			}
-		})
 	}
 }
 

@@ -1,4 +1,4 @@
-package scheduling
+package pack
 
 import (
 	"cmp"
@@ -9,33 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/coverlp"
+	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
 )
 
-// The packer: pods that only need resources, packed from scratch onto nodes of one option set
-// (repack.go decides which pods those are). It is a pure function of its inputs.
-//
-// It opens one node at a time until every pod has one:
-//
-//   - The node's option is chosen by the value of the pending demand it can hold at the dual
-//     prices of the covering LP (coverlp) of the pending demand over the options: the LP's
-//     optimum mixes the types that cover the demand at least price per unit, and its dual prices
-//     say what a millicore, a byte or a GPU is worth in that optimum. An option's efficiency is the
-//     value of the demand its room can take (each resource capped at what is pending, and counted
-//     in whole copies of the largest pending pod) over its price: 1 for the types of the LP's
-//     optimum while much is pending, less for the others and for types larger than what is left.
-//     The most efficient option wins; among equals, the one the LP uses most, weighed by how much
-//     it is shaped like the pod that opens the node.
-//   - The node is filled, starting with the largest pending pod, by the pending pod a fill rule
-//     scores best against the room left, until no pending pod fits. The rules measure each
-//     resource as a share of the node and aim at a node whose resources run out together: a
-//     cpu-rich type then takes cpu-heavy pods and a memory-rich one memory-heavy pods, which is
-//     how the LP's mix of types gets used in full.
-//   - The node then takes the cheapest option that fits what it holds.
-//
-// No one fill rule is best on every workload (taking the largest pods first fills nodes well when
-// shapes vary a lot, keeping nodes balanced does better when a few shapes each suit one type), so
-// pack runs each fillRule and keeps the cheapest packing. Pods with extended resources (GPUs) come
-// first, so that the nodes they open take them with the pods that fill the rest.
+// priceEpsilon is the difference below which two prices are taken as equal.
+const priceEpsilon = 1e-9
 
 // fillRule scores a pending pod for the node being filled; the best score wins.
 type fillRule uint8
@@ -55,40 +33,41 @@ const (
 	numFillRules
 )
 
-// packOption is an option the packer may give a node: its allocatable and price.
-type packOption struct {
-	alloc vec
-	price float64
+// Option is an option the packer may give a node: its allocatable and price.
+type Option struct {
+	Alloc resources.Vec
+	Price float64
 }
 
-// packShape is a request shared by count pods.
-type packShape struct {
-	req   vec
-	count int
+// Shape is a request (Req) shared by Count pods.
+type Shape struct {
+	Req   resources.Vec
+	Count int
 }
 
-// packedNode is a node of a packing: the cheapest option that fits what it holds, what it holds
-// (base included), and how many pods of each shape.
-type packedNode struct {
-	option int
-	used   vec
-	counts []shapeCount
+// Node is a node of a packing: the cheapest option that fits what it holds (Option, an index
+// into the options), what it holds (Used, base included), and how many pods of each shape.
+type Node struct {
+	Option int
+	Used   resources.Vec
+	Counts []ShapeCount
 }
 
-// shapeCount is how many pods of one shape a packed node holds.
-type shapeCount struct {
-	shape, count int
+// ShapeCount is how many pods (Count) of one shape (Shape, an index into the shapes) a packed
+// node holds.
+type ShapeCount struct {
+	Shape, Count int
 }
 
 // packer holds the state of one packing.
 type packer struct {
 	rule   fillRule
-	opts   []packOption // cheapest first
-	base   vec
-	shapes []packShape
-	order  []int // shapes in the order their pods open nodes
-	left   []int // pods of each shape not packed yet
-	demand vec   // what those pods request
+	opts   []Option // cheapest first
+	base   resources.Vec
+	shapes []Shape
+	order  []int         // shapes in the order their pods open nodes
+	left   []int         // pods of each shape not packed yet
+	demand resources.Vec // what those pods request
 	// coreDims and extDims are the LP's resources: the core ones with demand, then the extended
 	// ones; cols and prices its columns, what each option offers of them beyond the base.
 	coreDims []int
@@ -100,15 +79,15 @@ type packer struct {
 	lpCache  map[string]lpColumns // by resources, shared by the packings of one pack call
 	// scarce are the LP resources with a dual price (those the LP's optimum uses up), by index.
 	scarce  []int
-	weights [numCore]float64 // to compare cpu and memory: see solver.cpuWeight
+	weights [resources.NumCore]float64 // to compare cpu and memory (Pack's weights)
 }
 
-// pack packs the pods of shapes onto nodes of opts (cheapest first), each node starting from
+// Pack packs the pods of shapes onto nodes of opts (cheapest first), each node starting from
 // base (the DaemonSets); weights make cpu and memory comparable for the pod order. It returns the
 // nodes of the cheapest packing the fill rules give and their total price, or a price of -1 when
 // some pod fits no option.
-func pack(opts []packOption, base vec, shapes []packShape, weights [numCore]float64) ([]packedNode, float64) {
-	var best []packedNode
+func Pack(opts []Option, base resources.Vec, shapes []Shape, weights [resources.NumCore]float64) ([]Node, float64) {
+	var best []Node
 	bestPrice := -1.0
 	cache := map[string]lpColumns{}
 	for rule := range numFillRules {
@@ -124,26 +103,26 @@ func pack(opts []packOption, base vec, shapes []packShape, weights [numCore]floa
 }
 
 // packWith packs with one fill rule; cache holds the LP columns by resources.
-func packWith(rule fillRule, opts []packOption, base vec, shapes []packShape, weights [numCore]float64, cache map[string]lpColumns) ([]packedNode, float64) {
+func packWith(rule fillRule, opts []Option, base resources.Vec, shapes []Shape, weights [resources.NumCore]float64, cache map[string]lpColumns) ([]Node, float64) {
 	p := &packer{rule: rule, opts: opts, base: base, shapes: shapes, left: make([]int, len(shapes)), weights: weights, lpCache: cache}
 	for i, sh := range shapes {
-		p.left[i] = sh.count
-		for range sh.count {
-			p.demand.addInPlace(&sh.req)
+		p.left[i] = sh.Count
+		for range sh.Count {
+			p.demand.Add(&sh.Req)
 		}
 		p.order = append(p.order, i)
 	}
 	slices.SortStableFunc(p.order, func(a, b int) int {
-		ea, eb := len(shapes[a].req.extended) > 0, len(shapes[b].req.extended) > 0
+		ea, eb := len(shapes[a].Req.Extended) > 0, len(shapes[b].Req.Extended) > 0
 		if ea != eb {
 			if ea {
 				return -1
 			}
 			return 1
 		}
-		return cmp.Compare(p.size(&shapes[b].req), p.size(&shapes[a].req))
+		return cmp.Compare(p.size(&shapes[b].Req), p.size(&shapes[a].Req))
 	})
-	var nodes []packedNode
+	var nodes []Node
 	total := 0.0
 	for next := 0; ; {
 		for next < len(p.order) && p.left[p.order[next]] == 0 {
@@ -158,22 +137,22 @@ func packWith(rule fillRule, opts []packOption, base vec, shapes []packShape, we
 			return nil, -1 // a pod fits no option: the caller's input is wrong
 		}
 		n := p.fill(o, first)
-		total += p.opts[n.option].price
+		total += p.opts[n.Option].Price
 		nodes = append(nodes, n)
 	}
 }
 
 // size is the dominant share of a request.
-func (p *packer) size(r *vec) float64 {
-	return max(float64(r.core[resCPU])*p.weights[resCPU], float64(r.core[resMemory])*p.weights[resMemory])
+func (p *packer) size(r *resources.Vec) float64 {
+	return max(float64(r.Core[resources.CPU])*p.weights[resources.CPU], float64(r.Core[resources.Memory])*p.weights[resources.Memory])
 }
 
 // fits reports whether add joins used on option o.
-func (p *packer) fits(o int, used, add *vec) bool {
-	if used.extended == nil && add.extended == nil {
-		return fitsCore(used, add, &p.opts[o].alloc.core)
+func (p *packer) fits(o int, used, add *resources.Vec) bool {
+	if used.Extended == nil && add.Extended == nil {
+		return resources.FitsCore(used, add, &p.opts[o].Alloc.Core)
 	}
-	return fitsSum(used, add, &p.opts[o].alloc)
+	return resources.FitsSum(used, add, &p.opts[o].Alloc)
 }
 
 // pendingShapes reports how many shapes still have pods.
@@ -194,10 +173,10 @@ func (p *packer) chooseOption(first int) int {
 	dims := len(p.coreDims) + len(p.extDims)
 	demand := make([]float64, 0, dims)
 	for _, r := range p.coreDims {
-		demand = append(demand, float64(p.demand.core[r]))
+		demand = append(demand, float64(p.demand.Core[r]))
 	}
 	for _, name := range p.extDims {
-		demand = append(demand, float64(p.demand.extended[name]))
+		demand = append(demand, float64(p.demand.Extended[name]))
 	}
 	lp := coverlp.Solve(p.cols, p.prices, demand)
 	counts := make([]float64, len(p.opts)) // how many of each option the LP's optimum takes
@@ -205,10 +184,10 @@ func (p *packer) chooseOption(first int) int {
 		counts[p.lpOption[j]] = n
 	}
 	room := make([]float64, dims)
-	needs := needsOf(&p.base, &p.shapes[first].req)
+	needs := resources.NeedsOf(&p.base, &p.shapes[first].Req)
 	var need [8]int64 // what q requests of each LP resource
 	for d := range min(dims, len(need)) {
-		need[d] = p.dimOf(&p.shapes[first].req, d)
+		need[d] = p.dimOf(&p.shapes[first].Req, d)
 	}
 
 	p.scarce = p.scarce[:0]
@@ -217,13 +196,13 @@ func (p *packer) chooseOption(first int) int {
 			p.scarce = append(p.scarce, d)
 		}
 	}
-	q := &p.shapes[first].req
+	q := &p.shapes[first].Req
 	identical := p.pendingShapes() == 1
 	best, bestEff, bestFit := -1, 0.0, 0.0
 	// Only the LP's columns need a look: an option another no dearer one matches in every
 	// resource the pods ask for is never more efficient, nor used by the LP.
 	for _, i := range p.lpOption {
-		if !fitsCore(&p.base, q, &p.opts[i].alloc.core) || (!needs.none() && !needs.fitIn(&p.opts[i].alloc)) {
+		if !resources.FitsCore(&p.base, q, &p.opts[i].Alloc.Core) || (!needs.None() && !needs.FitIn(&p.opts[i].Alloc)) {
 			continue
 		}
 		copy(room, p.rooms[i])
@@ -251,7 +230,7 @@ func (p *packer) chooseOption(first int) int {
 				value += lp.Prices[d] * held
 			}
 		}
-		eff := value / max(p.opts[i].price, 1e-12)
+		eff := value / max(p.opts[i].Price, 1e-12)
 		if best >= 0 && eff < bestEff*(1-1e-6) {
 			continue
 		}
@@ -268,7 +247,7 @@ func (p *packer) chooseOption(first int) int {
 }
 
 // needOf is what q requests of LP resource d, from need when it has room for d.
-func needOf(need *[8]int64, q *vec, p *packer, d int) int64 {
+func needOf(need *[8]int64, q *resources.Vec, p *packer, d int) int64 {
 	if d < len(need) {
 		return need[d]
 	}
@@ -277,7 +256,7 @@ func needOf(need *[8]int64, q *vec, p *packer, d int) int64 {
 
 // cosine is the cosine of the angle between request r and room, both measured as shares of the
 // pending demand.
-func (p *packer) cosine(r *vec, room, demand []float64) float64 {
+func (p *packer) cosine(r *resources.Vec, room, demand []float64) float64 {
 	var dot, rr, oo float64
 	for d := range room {
 		a, b := float64(p.dimOf(r, d))/demand[d], room[d]/demand[d]
@@ -292,14 +271,14 @@ func (p *packer) cosine(r *vec, room, demand []float64) float64 {
 // prepareLP sets the LP's resources to those with pending demand, and its columns when those
 // changed, taking them from the cache the packings of one pack call share.
 func (p *packer) prepareLP() {
-	core := make([]int, 0, numCore)
-	for r := range numCore {
-		if p.demand.core[r] > 0 {
+	core := make([]int, 0, resources.NumCore)
+	for r := range resources.NumCore {
+		if p.demand.Core[r] > 0 {
 			core = append(core, r)
 		}
 	}
 	var ext []corev1.ResourceName
-	for name, n := range p.demand.extended {
+	for name, n := range p.demand.Extended {
 		if n > 0 {
 			ext = append(ext, name)
 		}
@@ -311,7 +290,7 @@ func (p *packer) prepareLP() {
 	p.coreDims, p.extDims = core, ext
 	key := fmt.Sprint(core, ext)
 	if c, ok := p.lpCache[key]; ok {
-		p.cols, p.prices, p.lpOption, p.rooms = c.cols, c.prices, c.option, c.rooms
+		p.cols, p.prices, p.lpOption, p.rooms = c.cols, c.prices, c.options, c.rooms
 		return
 	}
 	// An option that a no dearer one matches in every resource is never needed: leaving it out
@@ -324,8 +303,8 @@ func (p *packer) prepareLP() {
 		room := p.room(i, flat[i*dims:(i+1)*dims:(i+1)*dims])
 		c.rooms[i] = room
 		dominated := false
-		for k, j := range c.option {
-			if p.opts[j].price > p.opts[i].price {
+		for k, j := range c.options {
+			if p.opts[j].Price > p.opts[i].Price {
 				break
 			}
 			covers := true
@@ -338,31 +317,31 @@ func (p *packer) prepareLP() {
 		}
 		if !dominated {
 			c.cols = append(c.cols, room)
-			c.prices = append(c.prices, p.opts[i].price)
-			c.option = append(c.option, i)
+			c.prices = append(c.prices, p.opts[i].Price)
+			c.options = append(c.options, i)
 		}
 	}
 	p.lpCache[key] = c
-	p.cols, p.prices, p.lpOption, p.rooms = c.cols, c.prices, c.option, c.rooms
+	p.cols, p.prices, p.lpOption, p.rooms = c.cols, c.prices, c.options, c.rooms
 }
 
 // lpColumns are the columns of the LP over some resources: what each option kept offers of them,
 // its price, and which option it is; and what every option offers (rooms).
 type lpColumns struct {
-	cols   [][]float64
-	prices []float64
-	option []int
-	rooms  [][]float64
+	cols    [][]float64
+	prices  []float64
+	options []int
+	rooms   [][]float64
 }
 
 // room writes what option i offers beyond the base in each LP resource into out.
 func (p *packer) room(i int, out []float64) []float64 {
-	o := &p.opts[i].alloc
+	o := &p.opts[i].Alloc
 	for d, r := range p.coreDims {
-		out[d] = float64(max(o.core[r]-p.base.core[r], 0))
+		out[d] = float64(max(o.Core[r]-p.base.Core[r], 0))
 	}
 	for d, name := range p.extDims {
-		out[len(p.coreDims)+d] = float64(max(o.extended[name]-p.base.extended[name], 0))
+		out[len(p.coreDims)+d] = float64(max(o.Extended[name]-p.base.Extended[name], 0))
 	}
 	return out
 }
@@ -370,7 +349,7 @@ func (p *packer) room(i int, out []float64) []float64 {
 // score is what the packer's fill rule gives add on a node of room full holding used, each
 // resource as a share of the node: over every resource of the LP for fillAligned, over the scarce
 // ones (all when none is) for the others.
-func (p *packer) score(used, add *vec, full []float64) float64 {
+func (p *packer) score(used, add *resources.Vec, full []float64) float64 {
 	var dot, aa, rr float64
 	lo, hi := math.Inf(1), math.Inf(-1)
 	term := func(d int) {
@@ -406,25 +385,25 @@ func (p *packer) score(used, add *vec, full []float64) float64 {
 }
 
 // dimOf is what r requests of LP resource d.
-func (p *packer) dimOf(r *vec, d int) int64 {
+func (p *packer) dimOf(r *resources.Vec, d int) int64 {
 	if d < len(p.coreDims) {
-		return r.core[p.coreDims[d]]
+		return r.Core[p.coreDims[d]]
 	}
-	return r.extended[p.extDims[d-len(p.coreDims)]]
+	return r.Extended[p.extDims[d-len(p.coreDims)]]
 }
 
 // fill packs a node of option o, starting with a pod of shape first, and returns it with the
 // cheapest option that fits what it holds.
-func (p *packer) fill(o, first int) packedNode {
-	n := packedNode{used: p.base.plus(vec{})}
+func (p *packer) fill(o, first int) Node {
+	n := Node{Used: p.base.Plus(resources.Vec{})}
 	add := func(s int) {
-		n.used.addInPlace(&p.shapes[s].req)
-		p.demand.subInPlace(&p.shapes[s].req)
+		n.Used.Add(&p.shapes[s].Req)
+		p.demand.Sub(&p.shapes[s].Req)
 		p.left[s]--
-		if k := len(n.counts); k > 0 && n.counts[k-1].shape == s {
-			n.counts[k-1].count++
+		if k := len(n.Counts); k > 0 && n.Counts[k-1].Shape == s {
+			n.Counts[k-1].Count++
 		} else {
-			n.counts = append(n.counts, shapeCount{shape: s, count: 1})
+			n.Counts = append(n.Counts, ShapeCount{Shape: s, Count: 1})
 		}
 	}
 	add(first)
@@ -433,10 +412,10 @@ func (p *packer) fill(o, first int) packedNode {
 	for {
 		best, bestScore := -1, math.Inf(-1)
 		for _, s := range p.order { // largest first, so that ties go to larger pods
-			if p.left[s] == 0 || !p.fits(o, &n.used, &p.shapes[s].req) {
+			if p.left[s] == 0 || !p.fits(o, &n.Used, &p.shapes[s].Req) {
 				continue
 			}
-			if score := p.score(&n.used, &p.shapes[s].req, full); score > bestScore+1e-12 {
+			if score := p.score(&n.Used, &p.shapes[s].Req, full); score > bestScore+1e-12 {
 				best, bestScore = s, score
 			}
 		}
@@ -445,21 +424,21 @@ func (p *packer) fill(o, first int) packedNode {
 		}
 		add(best)
 	}
-	slices.SortFunc(n.counts, func(a, b shapeCount) int { return cmp.Compare(a.shape, b.shape) })
-	merged := n.counts[:0]
-	for _, c := range n.counts {
-		if k := len(merged); k > 0 && merged[k-1].shape == c.shape {
-			merged[k-1].count += c.count
+	slices.SortFunc(n.Counts, func(a, b ShapeCount) int { return cmp.Compare(a.Shape, b.Shape) })
+	merged := n.Counts[:0]
+	for _, c := range n.Counts {
+		if k := len(merged); k > 0 && merged[k-1].Shape == c.Shape {
+			merged[k-1].Count += c.Count
 			continue
 		}
 		merged = append(merged, c)
 	}
-	n.counts = merged
-	var zero vec
-	n.option = o
+	n.Counts = merged
+	var zero resources.Vec
+	n.Option = o
 	for i := range p.opts {
-		if p.fits(i, &n.used, &zero) {
-			n.option = i
+		if p.fits(i, &n.Used, &zero) {
+			n.Option = i
 			break
 		}
 	}
