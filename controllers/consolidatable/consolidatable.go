@@ -58,7 +58,7 @@ func NewController(kube client.Client, clk clock.Clock, opts Options) *Controlle
 	clk = defaults.Clock(clk)
 	opts.MaxConcurrentReconciles = defaults.Positive(opts.MaxConcurrentReconciles, defaults.MaxConcurrentReconciles)
 	c := &Controller{kube: kube, clock: clk, opts: opts}
-	c.status = statusreconcile.NodeClaims(kube, c.decide)
+	c.status = statusreconcile.NodeClaimsByPool(kube, c.decide)
 	return c
 }
 
@@ -70,11 +70,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // decide computes the condition of a NodeClaim that is not being deleted.
-func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim) (statusreconcile.Outcome, error) {
-	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
-	if err != nil {
-		return statusreconcile.Outcome{}, err
-	}
+func (c *Controller) decide(_ context.Context, nc *karpv1.NodeClaim, np *karpv1.NodePool) (statusreconcile.Outcome, error) {
 	result, why := c.evaluate(np, nc)
 	return statusreconcile.Outcome{Result: result, Stored: func(ctx context.Context) {
 		if why == "" {

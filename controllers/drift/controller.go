@@ -95,7 +95,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk cl
 		return nil, fmt.Errorf("new %s controller: %w", ControllerName, err)
 	}
 	c := &Controller{kube: kube, cloud: cloud, clock: clk, metrics: m, opts: opts.withDefaults()}
-	c.status = statusreconcile.NodeClaims(kube, c.decide)
+	c.status = statusreconcile.NodeClaimsByPool(kube, c.decide)
 	return c, nil
 }
 
@@ -106,10 +106,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // decide sets or removes the Drifted condition of a NodeClaim that is not being deleted.
-func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim) (statusreconcile.Outcome, error) {
-	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
-	if err != nil || np == nil {
-		return statusreconcile.Outcome{}, err
+func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim, np *karpv1.NodePool) (statusreconcile.Outcome, error) {
+	if np == nil {
+		return statusreconcile.Outcome{}, nil
 	}
 	wasDrifted := isTrue(nc, karpv1.ConditionTypeDrifted)
 	// Launching sets Launched, which brings the NodeClaim back here: only launched NodeClaims
@@ -119,6 +118,7 @@ func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim) (statusre
 	var reason cloudprovider.DriftReason
 	if launched {
 		result.RequeueAfter = c.opts.RequeueInterval
+		var err error
 		reason, err = c.driftReason(ctx, np, nc)
 		if err != nil {
 			if cloudprovider.IsNodeClaimNotFound(err) {

@@ -94,7 +94,7 @@ func NewController(kube client.Client, clk clock.Clock, recorder events.EventRec
 		return nil, fmt.Errorf("create %s metrics: %w", ControllerName, err)
 	}
 	c := &Controller{kube: kube, clock: clk, recorder: recorder, metrics: m, opts: opts.withDefaults(), warned: map[warning]time.Time{}}
-	c.status = statusreconcile.NodeClaims(kube, c.decide)
+	c.status = statusreconcile.NodeClaimsByPool(kube, c.decide)
 	return c, nil
 }
 
@@ -105,11 +105,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // decide expires a NodeClaim that is not being deleted, marks it Expired, or clears the condition.
-func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim) (statusreconcile.Outcome, error) {
-	np, err := nodepoolref.NodePool(ctx, c.kube, nc)
-	if err != nil {
-		return statusreconcile.Outcome{}, err
-	}
+func (c *Controller) decide(ctx context.Context, nc *karpv1.NodeClaim, np *karpv1.NodePool) (statusreconcile.Outcome, error) {
 	p, problems := policyOf(np, c.opts.DefaultGrace)
 	for _, pr := range problems {
 		c.warn(np, pr)

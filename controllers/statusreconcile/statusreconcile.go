@@ -1,6 +1,7 @@
 // Package statusreconcile is the one reconcile skeleton of the controllers that keep part of an
 // object's status up to date: get the object (gone: done), skip it while it is being deleted,
-// compute the new status with the controller's decision function, and patch the status with an
+// for a NodeClaim look up its NodePool (NodeClaimsByPool), compute the new status with the
+// controller's decision function, and patch the status with an
 // optimistic lock only when it changed. A patch that loses a race with another writer is retried
 // after ConflictRetry with one log line; an object that went away meanwhile is done. Conflict and
 // not-found handling therefore live here and nowhere else.
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 )
 
 // ConflictRetry is how soon a reconcile whose status patch lost an optimistic-concurrency race
@@ -126,4 +128,21 @@ func NodeClaims(kube client.Client, decide Decision[*karpv1.NodeClaim]) *Reconci
 		New:    func() *karpv1.NodeClaim { return &karpv1.NodeClaim{} },
 		Status: func(nc *karpv1.NodeClaim) any { return &nc.Status },
 	}
+}
+
+// PoolDecision decides a NodeClaim's status given its NodePool: the one its karpenter.sh/nodepool
+// label names, or nil when it has no label or that NodePool does not exist.
+type PoolDecision func(ctx context.Context, nc *karpv1.NodeClaim, np *karpv1.NodePool) (Outcome, error)
+
+// NodeClaimsByPool returns the skeleton for the status of NodeClaims whose decision depends on
+// their NodePool: the skeleton looks the NodePool up (a failed lookup is returned, and retried)
+// before it calls decide.
+func NodeClaimsByPool(kube client.Client, decide PoolDecision) *Reconciler[*karpv1.NodeClaim] {
+	return NodeClaims(kube, func(ctx context.Context, nc *karpv1.NodeClaim) (Outcome, error) {
+		np, err := nodepoolref.NodePool(ctx, kube, nc)
+		if err != nil {
+			return Outcome{}, err
+		}
+		return decide(ctx, nc, np)
+	})
 }

@@ -126,3 +126,62 @@ func TestReconcile(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeClaimsByPool(t *testing.T) {
+	tests := []struct {
+		name     string
+		label    string
+		pools    []string
+		poolErr  error
+		wantPool string // "" means the decision saw nil
+		wantErr  string
+	}{
+		{name: "no label", pools: []string{"a"}},
+		{name: "pool found", label: "a", pools: []string{"a", "b"}, wantPool: "a"},
+		{name: "pool missing", label: "c", pools: []string{"a"}},
+		{name: "lookup fails", label: "a", pools: []string{"a"}, poolErr: apierrors.NewServiceUnavailable("down"), wantErr: "get nodepool a of nodeclaim nc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := scheme.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc"}}
+			if tt.label != "" {
+				nc.Labels = map[string]string{karpv1.NodePoolLabelKey: tt.label}
+			}
+			objs := []client.Object{nc}
+			for _, p := range tt.pools {
+				objs = append(objs, &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: p}})
+			}
+			kube := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&karpv1.NodeClaim{}).WithObjects(objs...).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						if _, pool := obj.(*karpv1.NodePool); pool && tt.poolErr != nil {
+							return tt.poolErr
+						}
+						return c.Get(ctx, key, obj, opts...)
+					},
+				}).Build()
+			seen, decided := "", false
+			r := NodeClaimsByPool(kube, func(_ context.Context, _ *karpv1.NodeClaim, np *karpv1.NodePool) (Outcome, error) {
+				decided = true
+				if np != nil {
+					seen = np.Name
+				}
+				return Outcome{}, nil
+			})
+			_, err = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "nc"}})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || decided {
+					t.Fatalf("error = %v (decided %v), want %q and no decision", err, decided, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !decided || seen != tt.wantPool {
+				t.Errorf("err %v, decided %v, pool %q; want nil, true, %q", err, decided, seen, tt.wantPool)
+			}
+		})
+	}
+}
