@@ -46,7 +46,7 @@ var grantNeeds = []need{
 	{group: "karpenter.sh", resource: "nodeclaims", verb: "get", where: "controllers/nodeclaim/controller.go:Controller.Reconcile"},
 	{group: "karpenter.sh", resource: "nodeclaims", verb: "list", where: "controllers/garbagecollection/controller.go:Controller.RunOnce"},
 	{group: "karpenter.sh", resource: "nodeclaims", verb: "watch", where: "controllers/nodeclaim/controller.go:Controller.SetupWithManager"},
-	{group: "karpenter.sh", resource: "nodeclaims", verb: "create", where: "controllers/provisioning/provisioner.go:Provisioner.Provision"},
+	{group: "karpenter.sh", resource: "nodeclaims", verb: "create", where: "controllers/nodeclaimgate/gate.go:Gate.Create"},
 	{group: "karpenter.sh", resource: "nodeclaims", verb: "delete", where: "controllers/expiration/controller.go:Controller.delete"},
 	{group: "karpenter.sh", resource: "nodeclaims", verb: "patch", where: "controllers/nodeclaim/controller.go:Controller.write"},
 	{group: "karpenter.sh", resource: "nodeclaims/status", verb: "patch", where: "controllers/nodeclaim/controller.go:Controller.write"},
@@ -82,8 +82,8 @@ var grantNeeds = []need{
 	{resource: "pods/eviction", verb: "create", where: "controllers/termination/drain.go:Drainer.evict"},
 
 	{resource: "namespaces", verb: "get", where: "webhooks/tenancy.go:readNamespace"},
-	{resource: "namespaces", verb: "list", where: "controllers/provisioning/tenancy.go:Provisioner.boundNodePools"},
-	{resource: "namespaces", verb: "watch", where: "controllers/provisioning/tenancy.go:Provisioner.boundNodePools"},
+	{resource: "namespaces", verb: "list", where: "controllers/state/state.go:ReadClusterState"},
+	{resource: "namespaces", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
 
 	{group: "apps", resource: "daemonsets", verb: "list", where: "controllers/state/state.go:ReadClusterState"},
 	{group: "apps", resource: "daemonsets", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
@@ -147,7 +147,7 @@ var dynamicCalls = []struct {
 	{"certs/webhookconfig.go:getConfig", "get", []string{"admissionregistration.k8s.io/mutatingwebhookconfigurations", "admissionregistration.k8s.io/validatingwebhookconfigurations"}},
 	{"controllers/audit/audit.go:Auditor.RunOnce", "list", auditedResources},
 	{"controllers/state/state.go:ReadClusterState", "list", []string{"/pods", "/nodes", "karpenter.sh/nodeclaims", "karpenter.sh/nodepools", "apps/daemonsets",
-		"/persistentvolumeclaims", "/persistentvolumes", "storage.k8s.io/storageclasses"}},
+		"/persistentvolumeclaims", "/persistentvolumes", "storage.k8s.io/storageclasses", "/namespaces"}},
 	{"controllers/nodepool/readiness.go:Controller.nodeClassReadiness", "get", []string{"karpenter.k8s.aws/ec2nodeclasses", "joiner.dev/localnodeclasses"}},
 	{"controllers/policysync/inventory.go:InventoryReconciler.Reconcile", "get", []string{"karpenter.sh/nodepools", "karpenter.k8s.aws/ec2nodeclasses", "joiner.dev/localnodeclasses"}},
 	{"webhooks/nodepool.go:templateChecks.nodeClassFindings", "get", []string{"karpenter.k8s.aws/ec2nodeclasses", "joiner.dev/localnodeclasses"}},

@@ -26,6 +26,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
+	"github.com/joiner-dev/joiner/controllers/nodeclaimgate"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 	"github.com/joiner-dev/joiner/controllers/state"
 )
@@ -82,6 +83,7 @@ type Controller struct {
 	recorder events.EventRecorder
 	log      logr.Logger
 	metrics  *Metrics
+	gate     *nodeclaimgate.Gate
 	planner  *planner.Planner
 	opts     Options
 	events   *dedupe
@@ -111,10 +113,14 @@ func NewController(kube client.Client, reader client.Reader, cloud cloudprovider
 	if err != nil {
 		return nil, fmt.Errorf("disruption metrics: %w", err)
 	}
+	gate, err := nodeclaimgate.New(kube, recorder, log, reg, ControllerName)
+	if err != nil {
+		return nil, fmt.Errorf("disruption: %w", err)
+	}
 	clk = defaults.Clock(clk)
 	opts = opts.withDefaults()
 	return &Controller{
-		kube: kube, reader: reader, cloud: cloud, clock: clk, recorder: recorder, log: log, metrics: m,
+		kube: kube, reader: reader, cloud: cloud, clock: clk, recorder: recorder, log: log, metrics: m, gate: gate,
 		planner: planner.New(opts.Planner, clk.Now), opts: opts, events: newDedupe(clk),
 		queue: map[string]*queued{}, moved: map[types.UID]time.Time{},
 	}, nil

@@ -59,7 +59,7 @@ func (c *Controller) start(ctx context.Context, cmd *planner.Command) error {
 			nc.Annotations = map[string]string{}
 		}
 		nc.Annotations[planner.ReplacementForAnnotationKey] = cmd.ID
-		if err := c.kube.Create(ctx, nc); err != nil {
+		if err := c.gate.Create(ctx, nc, plan.Pods); err != nil {
 			return errors.Join(fmt.Errorf("create a replacement NodeClaim: %w", err), c.rollback(ctx, cmd.ID, marked, created, cmd, "launching a replacement failed"))
 		}
 		created = append(created, nc)

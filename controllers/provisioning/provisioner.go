@@ -2,8 +2,10 @@
 // Unschedulable, batches them, simulates scheduling against the existing nodes, the in-flight
 // NodeClaims and the NodePools (package scheduling), creates the NodeClaims the simulation plans,
 // and tells every pod it could not place why, with an Event. A pod of a namespace bound to NodePools
-// (package tenancy) is only ever planned onto those, whether or not the Pod webhooks saw it. It
-// launches nothing itself: the NodeClaim lifecycle controller does.
+// (package tenancy) is only ever planned onto those, whether or not the Pod webhooks saw it
+// (state.BuildInput restricts it), and every NodeClaim goes through the tenancy gate
+// (nodeclaimgate) as it is created. It launches nothing itself: the NodeClaim lifecycle controller
+// does.
 package provisioning
 
 import (
@@ -35,6 +37,7 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/batcher"
+	"github.com/joiner-dev/joiner/controllers/nodeclaimgate"
 	"github.com/joiner-dev/joiner/controllers/podpredicates"
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling"
 	"github.com/joiner-dev/joiner/controllers/state"
@@ -91,6 +94,7 @@ type Provisioner struct {
 	Options       scheduling.Options
 	Metrics       *Metrics
 
+	gate          *nodeclaimgate.Gate
 	batcher       *batcher.Batcher
 	nominationTTL time.Duration
 	mu            sync.Mutex
@@ -109,6 +113,10 @@ func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventR
 	if err != nil {
 		return nil, fmt.Errorf("provisioner metrics: %w", err)
 	}
+	gate, err := nodeclaimgate.New(c, recorder, log, reg, MetricsControllerName)
+	if err != nil {
+		return nil, fmt.Errorf("provisioner: %w", err)
+	}
 	clk = defaults.Clock(clk)
 	if opts.BatchIdle == 0 {
 		opts.BatchIdle = DefaultBatchIdle
@@ -121,7 +129,7 @@ func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventR
 	}
 	return &Provisioner{
 		Client: c, CloudProvider: cp, Recorder: recorder, Clock: clk, Log: log, Options: opts.Scheduling,
-		Metrics:       m,
+		Metrics: m, gate: gate,
 		batcher:       &batcher.Batcher{Idle: opts.BatchIdle, MaxDuration: opts.BatchMaxDuration, Period: provisioningPeriod, Clock: clk},
 		nominationTTL: opts.NominationTTL,
 		nominated:     map[types.UID]nomination{},
@@ -221,7 +229,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return nil
 	}
 	p.reportInvalidNodePools(snapshot)
-	in.Pods = p.withTenancy(ctx, in.Pods, snapshot)
+	p.reportTenancy(in.Pods, snapshot)
 	results, err := scheduling.Solve(ctx, in)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("simulate scheduling: %w", err)
@@ -231,7 +239,10 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	var createErrs []error
 	for _, plan := range results.NewNodeClaims {
 		nc := plan.NodeClaim()
-		if err := p.Client.Create(ctx, nc); err != nil {
+		if err := p.gate.Create(ctx, nc, plan.Pods); err != nil {
+			if errors.Is(err, nodeclaimgate.ErrRefused) {
+				continue // the gate told the pods why; planning them again would be refused again
+			}
 			createErrs = append(createErrs, fmt.Errorf("nodepool %s: %w", plan.NodePool.Name, err))
 			p.Log.Error(err, "create NodeClaim", "nodepool", plan.NodePool.Name)
 			for _, pod := range plan.Pods {

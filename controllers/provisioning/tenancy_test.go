@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/joiner-dev/joiner/testsupport/eventstest"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -27,6 +27,7 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
 	"github.com/joiner-dev/joiner/tenancy"
 	"github.com/joiner-dev/joiner/testsupport/fixtures"
+	"github.com/joiner-dev/joiner/testsupport/metricstest"
 )
 
 // inNamespace moves the pod to the namespace.
@@ -64,10 +65,35 @@ func boundNamespace(name string, pools ...string) *corev1.Namespace {
 		Annotations: map[string]string{tenancy.NodePoolsAnnotation: strings.Join(pools, ",")}}}
 }
 
-// provisionRound runs one provisioning round over a fake API server holding objects, and returns
-// "pod -> NodePool" for every pod nominated to a new NodeClaim, the NodePools of the NodeClaims
-// created, and the Events recorded.
+// round is what one provisioning round over a fake API server did.
+type round struct {
+	// nominated maps "pod -> NodePool" for every pod nominated to a new NodeClaim.
+	nominated map[string]string
+	// claims are the NodePools of the NodeClaims created, sorted.
+	claims []string
+	// recorded are the Events recorded.
+	recorded []string
+	// err is what Provision returned.
+	err error
+	// refused is joiner_tenancy_refused_nodeclaims_total of the provisioner.
+	refused float64
+}
+
+// provisionRound runs one provisioning round over a fake API server holding objects, fails the
+// test when it returns an error, and returns "pod -> NodePool" for every pod nominated to a new
+// NodeClaim, the NodePools of the NodeClaims created, and the Events recorded.
 func provisionRound(t *testing.T, objects []client.Object, funcs *interceptor.Funcs) (nominated map[string]string, claims []string, recorded []string) {
+	t.Helper()
+	r := runRound(t, objects, funcs)
+	if r.err != nil {
+		t.Fatalf("Provision: %v", r.err)
+	}
+	return r.nominated, r.claims, r.recorded
+}
+
+// runRound runs one provisioning round over a fake API server holding objects, its calls passed
+// through funcs when not nil.
+func runRound(t *testing.T, objects []client.Object, funcs *interceptor.Funcs) round {
 	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
@@ -79,33 +105,50 @@ func provisionRound(t *testing.T, objects []client.Object, funcs *interceptor.Fu
 	}
 	c := builder.Build()
 	recorder := events.NewFakeRecorder(100)
-	p, err := New(c, fake.New(fake.InstanceTypes(4)...), recorder, clocktesting.NewFakeClock(testNow), logr.Discard(), nil, Options{})
+	reg := prometheus.NewRegistry()
+	p, err := New(c, fake.New(fake.InstanceTypes(4)...), recorder, clocktesting.NewFakeClock(testNow), logr.Discard(), reg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Provision(context.Background()); err != nil {
-		t.Fatalf("Provision: %v", err)
-	}
+	r := round{err: p.Provision(context.Background()), nominated: map[string]string{}}
 	list := &karpv1.NodeClaimList{}
 	if err := c.List(context.Background(), list); err != nil {
 		t.Fatal(err)
 	}
 	for _, nc := range list.Items {
-		claims = append(claims, nc.Labels[karpv1.NodePoolLabelKey])
+		r.claims = append(r.claims, nc.Labels[karpv1.NodePoolLabelKey])
 	}
-	slices.Sort(claims)
-	nominated = map[string]string{}
+	slices.Sort(r.claims)
 	p.mu.Lock()
 	for uid, n := range p.nominated {
 		for _, nc := range list.Items {
 			if nc.Name == n.nodeClaim {
-				nominated[strings.TrimPrefix(string(uid), "uid-")] = nc.Labels[karpv1.NodePoolLabelKey]
+				r.nominated[strings.TrimPrefix(string(uid), "uid-")] = nc.Labels[karpv1.NodePoolLabelKey]
 			}
 		}
 	}
 	p.mu.Unlock()
-	recorded = append(recorded, eventstest.Drain(recorder)...)
-	return nominated, claims, recorded
+	r.recorded = eventstest.Drain(recorder)
+	r.refused = metricstest.Sum(t, reg, "joiner_tenancy_refused_nodeclaims_total", map[string]string{"controller": MetricsControllerName})
+	return r
+}
+
+// unbindOnList makes the namespace look unbound to List (the snapshot) while Get (the gate's
+// last check) still sees its binding: a namespace bound between the snapshot and the create.
+func unbindOnList(name string) *interceptor.Funcs {
+	return &interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		if nl, ok := list.(*corev1.NamespaceList); ok {
+			for i := range nl.Items {
+				if nl.Items[i].Name == name {
+					delete(nl.Items[i].Annotations, tenancy.NodePoolsAnnotation)
+				}
+			}
+		}
+		return nil
+	}}
 }
 
 // testNow is the fake clock's time.
@@ -143,6 +186,10 @@ func TestProvisionHonoursTenancy(t *testing.T) {
 		funcs         *interceptor.Funcs
 		wantNominated map[string]string
 		wantClaims    []string
+		// wantErr is a substring of the round's error, "" when it must succeed.
+		wantErr string
+		// wantRefused is the NodeClaims the gate refused.
+		wantRefused float64
 		// wantEvents are substrings, each of which one recorded Event must contain, in any order;
 		// notEvents must be in none.
 		wantEvents []string
@@ -186,7 +233,22 @@ func TestProvisionHonoursTenancy(t *testing.T) {
 			notEvents:     []string{"TenancyViolation"},
 		},
 		{
-			name: "a namespace that cannot be read: its pods wait, the others are provisioned",
+			name: "namespaces that cannot be listed: nothing is provisioned (tenancy fails closed)",
+			objects: append(pools(),
+				podObject("unknown", inNamespace("team-a"), tolerating("a")),
+				podObject("free")),
+			funcs: &interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if _, ok := list.(*corev1.NamespaceList); ok {
+					return errors.New("connection refused")
+				}
+				return c.List(ctx, list, opts...)
+			}},
+			wantErr:       "list namespaces: connection refused",
+			wantNominated: map[string]string{},
+			notEvents:     []string{"TenancyViolation", "FailedProvisioning", "Nominated"},
+		},
+		{
+			name: "a namespace the gate cannot read: the NodeClaim for its pod is not created, the others are",
 			objects: append(pools(),
 				podObject("unknown", inNamespace("team-a"), tolerating("a")),
 				podObject("free")),
@@ -196,19 +258,41 @@ func TestProvisionHonoursTenancy(t *testing.T) {
 				}
 				return c.Get(ctx, key, obj, opts...)
 			}},
+			wantErr:       `read namespace "team-a" for its NodePool tenancy (joiner.dev/nodepools): connection refused`,
 			wantNominated: map[string]string{"free": "shared"},
 			wantClaims:    []string{"shared"},
-			notEvents:     []string{"TenancyViolation", "FailedProvisioning"},
+			wantEvents:    []string{`Warning FailedProvisioning could not create a NodeClaim from NodePool "team-a"`},
+			notEvents:     []string{"TenancyViolation"},
+		},
+		{
+			name: "a namespace bound after the snapshot: the gate refuses the NodeClaim, with an Event on the pod",
+			objects: append(pools(),
+				podObject("late", inNamespace("team-a"), tolerating("a"), tolerating("b"))),
+			funcs:         unbindOnList("team-a"),
+			wantNominated: map[string]string{},
+			wantRefused:   1,
+			wantEvents:    []string{`Warning TenancyViolation refused to create a NodeClaim of NodePool shared for this pod: namespace "team-a" is bound to team-a only`},
+			notEvents:     []string{"Nominated", "FailedProvisioning"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			nominated, claims, recorded := provisionRound(t, tc.objects, tc.funcs)
-			if !maps.Equal(nominated, tc.wantNominated) {
-				t.Errorf("nominated %v, want %v", nominated, tc.wantNominated)
+			r := runRound(t, tc.objects, tc.funcs)
+			recorded := r.recorded
+			switch {
+			case tc.wantErr == "" && r.err != nil:
+				t.Errorf("Provision: %v", r.err)
+			case tc.wantErr != "" && (r.err == nil || !strings.Contains(r.err.Error(), tc.wantErr)):
+				t.Errorf("Provision returned %v, want an error containing %q", r.err, tc.wantErr)
 			}
-			if !slices.Equal(claims, tc.wantClaims) {
-				t.Errorf("NodeClaims of NodePools %q, want %q", claims, tc.wantClaims)
+			if !maps.Equal(r.nominated, tc.wantNominated) {
+				t.Errorf("nominated %v, want %v", r.nominated, tc.wantNominated)
+			}
+			if !slices.Equal(r.claims, tc.wantClaims) {
+				t.Errorf("NodeClaims of NodePools %q, want %q", r.claims, tc.wantClaims)
+			}
+			if r.refused != tc.wantRefused {
+				t.Errorf("joiner_tenancy_refused_nodeclaims_total = %v, want %v", r.refused, tc.wantRefused)
 			}
 			for _, want := range tc.wantEvents {
 				if !slices.ContainsFunc(recorded, func(e string) bool { return strings.Contains(e, want) }) {
@@ -276,48 +360,6 @@ func TestProvisionSkipsInvalidNodePools(t *testing.T) {
 				if !slices.ContainsFunc(recorded, func(e string) bool { return strings.HasPrefix(e, want) }) {
 					t.Errorf("no Event starts with %q; recorded:\n%s", want, strings.Join(recorded, "\n"))
 				}
-			}
-		})
-	}
-}
-
-func TestExcludeNodePools(t *testing.T) {
-	notIn := corev1.NodeSelectorRequirement{Key: karpv1.NodePoolLabelKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"team-b", "team-c"}}
-	zone := corev1.NodeSelectorRequirement{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"z1"}}
-	withRequired := func(terms ...corev1.NodeSelectorTerm) fixtures.PodOption {
-		return func(p *corev1.Pod) {
-			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
-		}
-	}
-	tests := []struct {
-		name string
-		pod  corev1.Pod
-		want []corev1.NodeSelectorTerm
-	}{
-		{name: "no affinity: one term", pod: fixtures.Pod("p"),
-			want: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{notIn}}}},
-		{name: "added to every term with expressions, not to empty ones",
-			pod: fixtures.Pod("p", withRequired(
-				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zone}},
-				corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n"}}}},
-			)),
-			want: []corev1.NodeSelectorTerm{
-				{MatchExpressions: []corev1.NodeSelectorRequirement{zone, notIn}},
-				{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n"}}}},
-			}},
-		{name: "required affinity without terms matches nothing and stays so", pod: fixtures.Pod("p", withRequired()), want: nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			orig := tc.pod.DeepCopy()
-			got := excludeNodePools(&tc.pod, []string{"team-b", "team-c"})
-			if !reflect.DeepEqual(&tc.pod, orig) {
-				t.Error("excludeNodePools changed the pod it was given")
-			}
-			terms := got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-			if !reflect.DeepEqual(terms, tc.want) {
-				t.Errorf("terms\n got %+v\nwant %+v", terms, tc.want)
 			}
 		})
 	}

@@ -18,7 +18,8 @@ import (
 )
 
 // BuildInput turns the cluster state into a scheduling input: the pending pods that are not
-// already nominated to an in-flight NodeClaim, the existing nodes and in-flight NodeClaims with
+// already nominated to an in-flight NodeClaim, each passed through the snapshot's Tenancy (a pod
+// of a bound namespace is only placed on its namespace's NodePools), the existing nodes and in-flight NodeClaims with
 // the pods bound or nominated to them (nodes and NodeClaims being deleted are left out), the usable
 // NodePools (not deleting, not static, ValidationSucceeded and Ready not False, instance types
 // available) with their instance types and remaining limits, one pod per DaemonSet, and the
@@ -36,6 +37,7 @@ func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterS
 			claimByProviderID[nc.Status.ProviderID] = nc
 		}
 	}
+	tenants := s.Tenancy()
 	bound := map[string][]*corev1.Pod{}
 	byClaim := map[string][]*corev1.Pod{}
 	for i := range s.Pods {
@@ -52,7 +54,7 @@ func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterS
 			continue
 		}
 		if podpredicates.IsProvisionable(pod) {
-			in.Pods = append(in.Pods, pod)
+			in.Pods = append(in.Pods, tenants.Restrict(pod))
 		}
 	}
 
@@ -86,6 +88,16 @@ func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterS
 		in.ExistingNodes = append(in.ExistingNodes, scheduling.NewInFlightNodeClaim(nc, byClaim[nc.Name]))
 	}
 
+	in.NodePools = usableNodePools(ctx, cp, s, log)
+	in.DaemonSetPods = daemonSetPods(s)
+	return in, nil
+}
+
+// usableNodePools returns the NodePools new NodeClaims may come from (not deleting, not static,
+// ValidationSucceeded and Ready not False, instance types available), with their instance types
+// and remaining limits; it logs why it leaves each other one out.
+func usableNodePools(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterState, log logr.Logger) []scheduling.NodePool {
+	var out []scheduling.NodePool
 	for i := range s.NodePools {
 		np := &s.NodePools[i]
 		if !Considered(np) {
@@ -104,20 +116,26 @@ func BuildInput(ctx context.Context, cp cloudprovider.CloudProvider, s *ClusterS
 			log.Info("ignoring NodePool, its instance types are unavailable", "nodepool", np.Name, "error", err.Error())
 			continue
 		}
-		in.NodePools = append(in.NodePools, scheduling.NodePool{
+		out = append(out, scheduling.NodePool{
 			NodePool:      np,
 			InstanceTypes: its,
 			Remaining:     NodePoolRemaining(np, s.NodeClaims, its),
 		})
 	}
+	return out
+}
+
+// daemonSetPods returns one pod per DaemonSet, from its template.
+func daemonSetPods(s *ClusterState) []*corev1.Pod {
+	var out []*corev1.Pod
 	for i := range s.DaemonSets {
 		ds := &s.DaemonSets[i]
-		in.DaemonSetPods = append(in.DaemonSetPods, &corev1.Pod{
+		out = append(out, &corev1.Pod{
 			ObjectMeta: ds.Spec.Template.ObjectMeta,
 			Spec:       ds.Spec.Template.Spec,
 		})
 	}
-	return in, nil
+	return out
 }
 
 // Considered reports whether provisioning launches NodeClaims from the NodePool at all: not while

@@ -1,8 +1,9 @@
 // Package state is the cluster state that provisioning, disruption, static NodePools, drift and the
-// NodePool status all read, as a library: the snapshot of pods, nodes, NodeClaims, NodePools and what
-// says where volumes attach (ReadClusterState), the NodePool usage and limit arithmetic (Usage,
-// Remaining, Rollout, NodePoolRemaining), and the scheduler input built from a snapshot (BuildInput),
-// so the provisioner and the disruption planner agree on where a pod fits.
+// NodePool status all read, as a library: the snapshot of pods, nodes, NodeClaims, NodePools,
+// namespaces and what says where volumes attach (ReadClusterState), the NodePool usage and limit
+// arithmetic (Usage, Remaining, Rollout, NodePoolRemaining), the NodePool tenancy of a snapshot
+// (Tenancy), and the scheduler input built from a snapshot (BuildInput), so the provisioner and the
+// disruption planner agree on where a pod fits and on which NodePools a pod may use.
 //
 // It reads through the client it is given and computes; it never writes to the cluster, holds no
 // controller and keeps nothing between calls.
@@ -30,6 +31,9 @@ type ClusterState struct {
 	NodeClaims []karpv1.NodeClaim
 	// NodePools are every NodePool.
 	NodePools []karpv1.NodePool
+	// Namespaces are every Namespace; their tenancy.NodePoolsAnnotation binds their pods to
+	// NodePools (Tenancy).
+	Namespaces []corev1.Namespace
 	// DaemonSets are every DaemonSet; each adds its pod to the overhead of new nodes.
 	DaemonSets []appsv1.DaemonSet
 	// PersistentVolumeClaims, PersistentVolumes and StorageClasses say where pods' volumes can be
@@ -49,7 +53,7 @@ func ReadClusterState(ctx context.Context, c client.Reader) (*ClusterState, erro
 		{&corev1.PodList{}, "pods"}, {&corev1.NodeList{}, "nodes"}, {&karpv1.NodeClaimList{}, "nodeclaims"},
 		{&karpv1.NodePoolList{}, "nodepools"}, {&appsv1.DaemonSetList{}, "daemonsets"},
 		{&corev1.PersistentVolumeClaimList{}, "persistentvolumeclaims"}, {&corev1.PersistentVolumeList{}, "persistentvolumes"},
-		{&storagev1.StorageClassList{}, "storageclasses"},
+		{&storagev1.StorageClassList{}, "storageclasses"}, {&corev1.NamespaceList{}, "namespaces"},
 	}
 	for _, l := range lists {
 		if err := c.List(ctx, l.list); err != nil {
@@ -64,5 +68,6 @@ func ReadClusterState(ctx context.Context, c client.Reader) (*ClusterState, erro
 	s.PersistentVolumeClaims = lists[5].list.(*corev1.PersistentVolumeClaimList).Items
 	s.PersistentVolumes = lists[6].list.(*corev1.PersistentVolumeList).Items
 	s.StorageClasses = lists[7].list.(*storagev1.StorageClassList).Items
+	s.Namespaces = lists[8].list.(*corev1.NamespaceList).Items
 	return s, nil
 }

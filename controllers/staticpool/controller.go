@@ -18,6 +18,7 @@ import (
 	"github.com/joiner-dev/joiner/controllers/defaults"
 	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/nodeclaimgate"
 	"github.com/joiner-dev/joiner/controllers/state"
 )
 
@@ -85,6 +87,7 @@ type Controller struct {
 	clock    clock.Clock
 	recorder events.EventRecorder
 	metrics  *Metrics
+	gate     *nodeclaimgate.Gate
 	opts     Options
 	expect   *expectations
 }
@@ -99,7 +102,13 @@ func NewController(kube client.Client, clk clock.Clock, recorder events.EventRec
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{kube: kube, clock: clk, recorder: recorder, metrics: m, opts: opts.withDefaults(), expect: newExpectations()}, nil
+	// A static NodeClaim is for no pod: the gate never refuses it, but it is the one way
+	// NodeClaims are created. It logs with each reconcile's logger.
+	gate, err := nodeclaimgate.New(kube, recorder, logr.Logger{}, reg, ControllerName)
+	if err != nil {
+		return nil, fmt.Errorf("static NodePools: %w", err)
+	}
+	return &Controller{kube: kube, clock: clk, recorder: recorder, metrics: m, gate: gate, opts: opts.withDefaults(), expect: newExpectations()}, nil
 }
 
 // poolState is a static NodePool's NodeClaims as one reconcile counts them.
@@ -195,7 +204,7 @@ func (c *Controller) scaleUp(ctx context.Context, np *karpv1.NodePool, s poolSta
 	var err error
 	for ; created < n; created++ {
 		nc := NodeClaim(np)
-		if err = c.kube.Create(ctx, nc); err != nil {
+		if err = c.gate.Create(ctx, nc, nil); err != nil {
 			err = fmt.Errorf("create nodeclaim for static nodepool %s: %w", np.Name, err)
 			c.recorder.Eventf(np, nil, corev1.EventTypeWarning, ReasonFailedScaleUp, "Scale", "Could not create a NodeClaim: %v", err)
 			break

@@ -34,9 +34,14 @@ type Cluster struct {
 	// Now is the time of the pass.
 	Now time.Time
 	// Input is the provisioner's scheduling input for the same state (state.BuildInput):
-	// the pending pods, the existing nodes, the usable NodePools with their instance types and
-	// remaining limits, and the DaemonSet pods. Simulations start from it.
+	// the pending pods (restricted by Tenancy), the existing nodes, the usable NodePools with
+	// their instance types and remaining limits, and the DaemonSet pods. Simulations start from it.
 	Input scheduling.Input
+	// Tenancy is the NodePool tenancy of the same state: every pod a simulation moves off a node
+	// goes through its Restrict first, as the pending pods did in state.BuildInput, so that no
+	// replacement serves a pod of a namespace that is not bound to its NodePool. nil binds
+	// nothing.
+	Tenancy *state.Tenancy
 	// Nodes are the Nodes with their NodeClaim (nil for a Node Joiner does not manage) and the pods
 	// bound to them.
 	Nodes []*Node
@@ -93,7 +98,7 @@ func (n *Node) InCommand(inQueue map[string]bool) bool {
 // NewCluster builds the Cluster of a pass from what the provisioner read and the scheduling input
 // it built from it. Nodes are matched to NodeClaims by provider ID.
 func NewCluster(now time.Time, snapshot *state.ClusterState, in scheduling.Input, pdbs []policyv1.PodDisruptionBudget) *Cluster {
-	c := &Cluster{Now: now, Input: in, NodePools: map[string]*karpv1.NodePool{}, PDBs: pdbs}
+	c := &Cluster{Now: now, Input: in, Tenancy: snapshot.Tenancy(), NodePools: map[string]*karpv1.NodePool{}, PDBs: pdbs}
 	for i := range snapshot.NodePools {
 		c.NodePools[snapshot.NodePools[i].Name] = &snapshot.NodePools[i]
 	}
@@ -141,7 +146,8 @@ type nodeInfo struct {
 }
 
 // describe computes the price and disruption cost of a managed node. The price is that of the
-// offering matching the node's zone and capacity type, 0 when none does.
+// offering matching the node's zone and capacity type, 0 when none does. Its reschedulable pods
+// are restricted to their namespace's NodePools (Tenancy), as every simulation must see them.
 func (c *Cluster) describe(n *Node) *nodeInfo {
 	info := &nodeInfo{node: n, nodePool: c.NodePools[n.NodePoolName()]}
 	for _, it := range c.instanceTypes(n.NodePoolName()) {
@@ -161,7 +167,7 @@ func (c *Cluster) describe(n *Node) *nodeInfo {
 	}
 	for _, pod := range n.Pods {
 		if IsReschedulable(pod) {
-			info.reschedulable = append(info.reschedulable, pod)
+			info.reschedulable = append(info.reschedulable, c.Tenancy.Restrict(pod))
 		}
 	}
 	info.cost = DisruptionCost(info.reschedulable)

@@ -9,7 +9,8 @@
 //
 // Map of the files, in the order a pass uses them:
 //   - cluster.go: the Cluster a pass reads (built from state.ClusterState, or by hand in
-//     tests and benchmarks) and each managed node's price and disruption cost.
+//     tests and benchmarks) and each managed node's price and disruption cost; the pods a
+//     simulation would move are restricted to their namespace's NodePools (state.Tenancy).
 //   - candidates.go: the candidate filters, shared by every method, and the per-node verdicts.
 //   - cost.go: eviction and disruption costs.
 //   - simulate.go: the scheduling simulation of removing a set of nodes (package scheduling,
