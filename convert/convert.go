@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,6 +46,9 @@ type Result struct {
 	// Unchanged counts those written back as they were.
 	Converted, Unchanged int
 }
+
+// Empty reports whether the inputs held no object at all (only comments, or nothing).
+func (r *Result) Empty() bool { return r.Converted+r.Unchanged == 0 }
 
 // Failed reports whether a finding is an error: something was not converted or was dropped.
 func (r *Result) Failed() bool {
@@ -163,13 +167,13 @@ type converter struct {
 
 // Convert converts inputs. Objects of the legacy kinds become v1 objects; other objects get the
 // legacy Karpenter annotations and labels renamed; objects in v1, and objects that need no change,
-// are written back byte for byte. It returns an error only for input it cannot parse; everything
-// else is in the Result's findings.
-func Convert(inputs []Input, opts Options) (*Result, error) {
+// are written back byte for byte. It returns an error only for input it cannot parse, or when ctx is
+// done (checked between documents); everything else is in the Result's findings.
+func Convert(ctx context.Context, inputs []Input, opts Options) (*Result, error) {
 	c := &converter{opts: opts}
 	docs := make([][]*document, len(inputs))
 	for i, in := range inputs {
-		d, err := c.input(in)
+		d, err := c.input(ctx, in)
 		if err != nil {
 			return nil, err
 		}
@@ -204,9 +208,12 @@ func Convert(inputs []Input, opts Options) (*Result, error) {
 }
 
 // input parses and converts the documents of one input.
-func (c *converter) input(in Input) ([]*document, error) {
+func (c *converter) input(ctx context.Context, in Input) ([]*document, error) {
 	var docs []*document
 	for n, ch := range splitDocuments(in.Data) {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("convert %s: stopped: %w", displayName(in.Name), context.Cause(ctx))
+		}
 		d := &document{text: ch.text}
 		docs = append(docs, d)
 		if onlyComments(ch.text) {

@@ -2,6 +2,8 @@ package convert
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/fileinput"
 )
 
 // updateGoldenEnv, set to 1, rewrites the golden files from what the conversion produces.
@@ -191,7 +194,7 @@ func TestConvert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Convert([]Input{{Name: inPath, Rel: "in.yaml", Data: in}}, tt.opts)
+			res, err := Convert(context.Background(), []Input{{Name: inPath, Rel: "in.yaml", Data: in}}, tt.opts)
 			if err != nil {
 				t.Fatalf("Convert: %v", err)
 			}
@@ -216,7 +219,7 @@ func TestConvert(t *testing.T) {
 			decodeV1(t, out)
 			// Converting the output again changes nothing: it is v1, or needs no rename. (What could not be
 			// converted is written back as it was, and reported again.)
-			again, err := Convert([]Input{{Name: "again.yaml", Data: out}}, tt.opts)
+			again, err := Convert(context.Background(), []Input{{Name: "again.yaml", Data: out}}, tt.opts)
 			if err != nil {
 				t.Fatalf("Convert the output: %v", err)
 			}
@@ -348,7 +351,7 @@ func TestSplitDocuments(t *testing.T) {
 }
 
 func TestConvertRejectsInvalidYAML(t *testing.T) {
-	_, err := Convert([]Input{{Name: "bad.yaml", Data: []byte("a: 1\n---\nkind: [unclosed\n")}}, Options{})
+	_, err := Convert(context.Background(), []Input{{Name: "bad.yaml", Data: []byte("a: 1\n---\nkind: [unclosed\n")}}, Options{})
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml: document 2 (starting at line 3): not valid YAML") {
 		t.Fatalf("err = %v, want it to name the file, document and line", err)
 	}
@@ -371,7 +374,8 @@ func TestReadInputsAndWriteDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inputs, err := ReadInputs([]string{src, "-"}, strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"))
+	stdin := fileinput.Options{Stdin: strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")}
+	inputs, listings, err := ReadInputs(context.Background(), []string{src, "-"}, stdin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,13 +386,16 @@ func TestReadInputsAndWriteDir(t *testing.T) {
 	if got, want := strings.Join(rels, ","), "a.yaml,nested/b.yml,nested/c.json,stdin.yaml"; got != want {
 		t.Fatalf("read %s, want %s", got, want)
 	}
-	if _, err := ReadInputs([]string{"-", "-"}, strings.NewReader("")); err == nil || !strings.Contains(err.Error(), "named twice") {
+	if len(listings) != 2 || !listings[0].Folder || listings[0].Read != 3 || listings[1].Read != 1 {
+		t.Errorf("listings = %+v, want the folder with 3 files read and standard input", listings)
+	}
+	if _, _, err := ReadInputs(context.Background(), []string{"-", "-"}, fileinput.Options{Stdin: strings.NewReader("")}); err == nil || !strings.Contains(err.Error(), "named more than once") {
 		t.Errorf("reading standard input twice: %v", err)
 	}
-	if _, err := ReadInputs([]string{filepath.Join(src, "missing.yaml")}, nil); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+	if _, _, err := ReadInputs(context.Background(), []string{filepath.Join(src, "missing.yaml")}, fileinput.Options{}); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("reading a missing file: %v", err)
 	}
-	res, err := Convert(inputs, Options{})
+	res, err := Convert(context.Background(), inputs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +432,7 @@ func TestMissingSpec(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
 			in := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata:\n  name: x\n", tt.apiVersion, tt.kind)
-			res, err := Convert([]Input{{Name: "in.yaml", Data: []byte(in)}}, Options{})
+			res, err := Convert(context.Background(), []Input{{Name: "in.yaml", Data: []byte(in)}}, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -439,5 +446,23 @@ func TestMissingSpec(t *testing.T) {
 				t.Errorf("spec findings = %q, want [%q]", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestConvertStopsAndCountsNothing: a done context stops a conversion, with its cause, and input with only
+// comments converts to an empty Result.
+func TestConvertStopsAndCountsNothing(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("terminated signal received"))
+	in := []Input{{Name: "-", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")}}
+	if _, err := Convert(ctx, in, Options{}); err == nil || err.Error() != "convert standard input: stopped: terminated signal received" {
+		t.Errorf("Convert with a done context: %v", err)
+	}
+	res, err := Convert(context.Background(), []Input{{Name: "c.yaml", Data: []byte("# only a comment\n---\n")}}, Options{})
+	if err != nil || !res.Empty() {
+		t.Errorf("Convert of comments = %+v, %v; want an empty result", res, err)
+	}
+	if res, err := Convert(context.Background(), in, Options{}); err != nil || res.Empty() {
+		t.Errorf("Convert of a ConfigMap = %+v, %v; want it counted", res, err)
 	}
 }

@@ -2,20 +2,16 @@ package convert
 
 import (
 	"bytes"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
+	"context"
+
+	"github.com/joiner-dev/joiner/fileinput"
 )
 
-// MaxInputSize is the size limit of one input file, or of standard input.
-const MaxInputSize = 64 << 20
-
 // stdinName is the path that names standard input.
-const stdinName = "-"
+const stdinName = fileinput.StdinPath
+
+// manifestExts are the names of the files read from folders.
+var manifestExts = []string{".yaml", ".yml", ".json"}
 
 // Input is one file, or standard input, to convert.
 type Input struct {
@@ -29,103 +25,26 @@ type Input struct {
 	Data []byte
 }
 
-// ReadInputs reads each path: a file, a folder (walked recursively for its regular *.yaml, *.yml and
-// *.json files, in lexical order) or "-" for standard input, which may be named once.
-func ReadInputs(paths []string, stdin io.Reader) ([]Input, error) {
+// ReadInputs reads each path with the command-line tools' input layer (package fileinput): a regular
+// file, a folder (walked recursively for its regular *.yaml, *.yml and *.json files, in lexical order) or
+// "-" for opts.Stdin, which may be named once; opts.Exts is ignored. Each input is text within
+// opts.MaxFileSize, and the read stops when ctx is done. It also returns what was found for each path, for
+// a *fileinput.EmptyError when nothing is converted.
+func ReadInputs(ctx context.Context, paths []string, opts fileinput.Options) ([]Input, []fileinput.Listing, error) {
+	opts.Exts = manifestExts
 	var out []Input
-	readStdin := false
-	for _, p := range paths {
-		if p == stdinName {
-			if readStdin {
-				return nil, fmt.Errorf("standard input (-) is named twice; name it once")
-			}
-			readStdin = true
-			data, err := readLimited(stdin, "standard input")
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Input{Name: stdinName, Rel: "stdin.yaml", Data: data})
-			continue
+	listings, err := fileinput.ReadAll(ctx, paths, opts, func(f fileinput.File) error {
+		rel := f.Rel
+		if f.Path == stdinName {
+			rel = "stdin.yaml"
 		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", p, err)
-		}
-		if !fi.IsDir() {
-			in, err := readFile(p, filepath.Base(p))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, in)
-			continue
-		}
-		files, err := manifestFiles(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range files {
-			rel, err := filepath.Rel(p, f)
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", f, err)
-			}
-			in, err := readFile(f, rel)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, in)
-		}
-	}
-	return out, nil
-}
-
-// manifestFiles lists the regular manifest files under dir, sorted.
-func manifestFiles(dir string) ([]string, error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() && isManifest(path) {
-			files = append(files, path)
-		}
+		out = append(out, Input{Name: f.Path, Rel: rel, Data: f.Data})
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list folder %s: %w", dir, err)
+		return nil, nil, err
 	}
-	slices.Sort(files)
-	return files, nil
-}
-
-// isManifest reports whether a file name has a manifest extension.
-func isManifest(name string) bool {
-	ext := strings.ToLower(filepath.Ext(name))
-	return ext == ".yaml" || ext == ".yml" || ext == ".json"
-}
-
-func readFile(path, rel string) (Input, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Input{}, fmt.Errorf("read %s: %w", path, err)
-	}
-	defer func() { _ = f.Close() }()
-	data, err := readLimited(f, path)
-	if err != nil {
-		return Input{}, err
-	}
-	return Input{Name: path, Rel: rel, Data: data}, nil
-}
-
-// readLimited reads r up to MaxInputSize.
-func readLimited(r io.Reader, name string) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxInputSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	if len(data) > MaxInputSize {
-		return nil, fmt.Errorf("read %s: larger than the limit of %d MiB", name, MaxInputSize>>20)
-	}
-	return data, nil
+	return out, listings, nil
 }
 
 // chunk is one YAML document of an input, as text.

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 
 	"github.com/joiner-dev/joiner/convert"
+	"github.com/joiner-dev/joiner/fileinput"
 )
 
 const convertUsage = `Usage: joiner convert -f <file|dir|-> [-f ...] [-o DIR] [--role ROLE] [--ami-alias-version V] [--ignore-defaults]
+                      [--max-file-size 64Mi] [--allow-empty]
 
 Converts Karpenter manifests written for the legacy APIs into the v1 API Joiner serves, following
 Karpenter's documented migration:
@@ -29,26 +32,29 @@ karpenter.sh/nodepool. Objects already in v1, and objects that need no change, a
 byte; comments stay with the fields they describe (changed objects are re-indented). Status and
 server-set metadata are left out.
 
-Folders are read recursively for *.yaml, *.yml and *.json files. The result goes to standard output as
-multi-document YAML, or with -o to DIR, one file per input at the same relative path (standard input
+Folders are read recursively for *.yaml, *.yml and *.json files. Only regular text files are read, each
+within --max-file-size (FIFOs and devices named with -f are refused, and skipped in folders; pipe data in
+with -f -); finding no object at all is an error unless --allow-empty. The result goes to standard output
+as multi-document YAML, or with -o to DIR, one file per input at the same relative path (standard input
 becomes stdin.yaml).
 
 Findings go to standard error, one a line: "error: FILE:LINE: Kind/name field: what to do". Anything
 without a v1 equivalent is reported, never dropped silently. Exit status: 0 converted (notes only), 1
-something could not be converted or was left out, 2 bad flags.
+something could not be converted or was left out (or the input could not be read, or a signal stopped
+the command), 2 bad flags.
 
 Flags:
 `
 
-func runConvert(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runConvert(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("joiner convert", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), convertUsage)
 		fs.PrintDefaults()
 	}
-	var files stringList
-	fs.Var(&files, "f", "manifest file, folder or - for standard input (repeatable)")
+	var in manifestFlags
+	in.bind(fs)
 	outDir := fs.String("o", "", "write the converted files to this folder instead of standard output")
 	role := fs.String("role", "", "IAM role for converted EC2NodeClasses that name no instance profile (the alpha API's global aws.defaultInstanceProfile is gone)")
 	aliasVersion := fs.String("ami-alias-version", "", "version of the amiSelectorTerms alias written for an amiFamily without AMI selector (default latest)")
@@ -56,21 +62,30 @@ func runConvert(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
-	files = append(files, fs.Args()...)
-	if len(files) == 0 {
+	paths := in.paths(fs)
+	if len(paths) == 0 {
 		fmt.Fprintln(stderr, "joiner convert: pass the manifests to convert with -f FILE, -f DIR or -f - (standard input)")
 		return 2
 	}
-	inputs, err := convert.ReadInputs(files, stdin)
+	inputs, listings, err := convert.ReadInputs(ctx, paths, fileinput.Options{MaxFileSize: int64(in.maxFileSize), Stdin: stdin, Warnings: stderr})
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner convert:", err)
 		return 1
 	}
-	res, err := convert.Convert(inputs, convert.Options{Role: *role, AMIAliasVersion: *aliasVersion, IgnoreDefaults: *ignoreDefaults})
+	res, err := convert.Convert(ctx, inputs, convert.Options{Role: *role, AMIAliasVersion: *aliasVersion, IgnoreDefaults: *ignoreDefaults})
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner convert:", err)
 		return 1
 	}
+	if res.Empty() && !in.allowEmpty {
+		fmt.Fprintln(stderr, "joiner convert:", &fileinput.EmptyError{What: "Kubernetes objects", Listings: listings})
+		return 1
+	}
+	return writeConverted(res, *outDir, stdout, stderr)
+}
+
+// writeConverted prints the findings, writes the result to outDir or stdout, and returns the exit code.
+func writeConverted(res *convert.Result, outDir string, stdout, stderr io.Writer) int {
 	errs := 0
 	for _, f := range res.Findings {
 		if f.Severity == convert.SeverityError {
@@ -78,8 +93,8 @@ func runConvert(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, f)
 	}
-	if *outDir != "" {
-		if err := res.WriteDir(*outDir); err != nil {
+	if outDir != "" {
+		if err := res.WriteDir(outDir); err != nil {
 			fmt.Fprintln(stderr, "joiner convert:", err)
 			return 1
 		}

@@ -71,6 +71,18 @@ spec:
 			wantStderr: []string{"1 objects converted"},
 		},
 		{
+			name: "only comments is no input", args: []string{"convert", "-f", "-"}, stdin: "# nothing here\n", wantCode: 1,
+			wantStderr: []string{"joiner convert: no Kubernetes objects found in standard input (holds none); check the paths given, or pass --allow-empty"},
+		},
+		{
+			name: "only comments with --allow-empty", args: []string{"convert", "--allow-empty", "-f", "-"}, stdin: "# nothing here\n",
+			wantStdout: []string{"# nothing here"}, wantStderr: []string{"0 objects converted, 0 unchanged"},
+		},
+		{
+			name: "over --max-file-size", args: []string{"convert", "--max-file-size", "100", "-f", legacy}, wantCode: 1,
+			wantStderr: []string{"legacy.yaml: it holds 144 bytes (144B), over the limit of 100B on one input file; if it is meant to be read, raise the limit with --max-file-size"},
+		},
+		{
 			name: "not over the input", args: []string{"convert", "-f", legacy, "-o", dir}, wantCode: 1,
 			wantStderr: []string{"it is an input; choose an output folder that holds no input"},
 		},

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
@@ -19,12 +18,13 @@ import (
 
 const disruptionUsage = `Usage: joiner disruption plan [flags]
 
-  plan    --kubeconfig <file> [--passes N] [-o text|json] [consolidation flags]
+  plan    --kubeconfig <file> [--passes N] [-o text|json] [--max-file-size 64Mi] [consolidation flags]
           Reads the cluster and prints what the next disruption passes would do (each pass applied
           in memory before the next), and, for every node the next pass leaves alone, why: budget,
           do-not-disrupt, PodDisruptionBudget, not consolidatable yet, no cheaper option, ...
           It changes nothing. The decisions come from the same engine as the controller's, with
-          the consolidation flags given here (use the controller's values).
+          the consolidation flags given here (use the controller's values). The kubeconfig must be a
+          regular, non-empty text file within --max-file-size.
 `
 
 func runDisruption(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -41,6 +41,8 @@ func runDisruptionPlan(ctx context.Context, args []string, stdout, stderr io.Wri
 	output := fs.String("o", disruption.OutputText, "output format: text or json")
 	cloudProvider := fs.String("cloud-provider", local.Name, "cloud provider whose instance types and prices to use: local")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time limit of the whole dry run")
+	var in inputFlags
+	in.bindMaxFileSize(fs)
 	var opts disruption.Options
 	opts.BindFlags(fs)
 	fs.Usage = func() {
@@ -68,11 +70,9 @@ func runDisruptionPlan(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := restConfig(ctx, *kubeconfig, int64(in.maxFileSize))
 	if err != nil {
-		fmt.Fprintln(stderr, "joiner disruption plan: no Kubernetes configuration (--kubeconfig, $KUBECONFIG or ~/.kube/config):", err)
+		fmt.Fprintln(stderr, "joiner disruption plan:", err)
 		return 1
 	}
 	scheme, err := apischeme.New()

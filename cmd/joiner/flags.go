@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/joiner-dev/joiner/fileinput"
 	"github.com/joiner-dev/joiner/policy/offline"
 )
 
@@ -30,31 +31,47 @@ func runSubcommand(name, usage string, args []string, stdout, stderr io.Writer, 
 	return 2
 }
 
-// manifestFlags are the input flags of the commands that read manifests (joiner check, joiner policy
-// check): -f, repeatable, plus the arguments after the flags; --max-file-size; --allow-empty.
-type manifestFlags struct {
-	files       stringList
+// inputFlags are the flags of the one input layer (package fileinput) that every command reading files
+// shares: --max-file-size and --allow-empty.
+type inputFlags struct {
 	maxFileSize byteSize
 	allowEmpty  bool
 }
 
+// bindMaxFileSize defines --max-file-size on fs.
+func (in *inputFlags) bindMaxFileSize(fs *flag.FlagSet) {
+	in.maxFileSize = byteSize(fileinput.DefaultMaxFileSize)
+	fs.Var(&in.maxFileSize, "max-file-size", "size limit of each input file and of standard input, such as 64Mi, 512Ki or 1Gi")
+}
+
+// bind defines --max-file-size and --allow-empty on fs; empty says what finding nothing means.
+func (in *inputFlags) bind(fs *flag.FlagSet, empty string) {
+	in.bindMaxFileSize(fs)
+	fs.BoolVar(&in.allowEmpty, "allow-empty", false, "succeed when "+empty+" (by default that is an error, so a wrong path fails)")
+}
+
+// loadOptions are the flags as offline.LoadOptions; warnings about skipped folder entries go to
+// warnings.
+func (in *inputFlags) loadOptions(warnings io.Writer) offline.LoadOptions {
+	return offline.LoadOptions{MaxFileSize: int64(in.maxFileSize), Warnings: warnings, AllowEmpty: in.allowEmpty}
+}
+
+// manifestFlags are the input flags of the commands that read manifests (joiner check, convert, policy
+// check): -f, repeatable, plus the arguments after the flags; --max-file-size; --allow-empty.
+type manifestFlags struct {
+	inputFlags
+	files stringList
+}
+
 // bind defines the flags on fs.
 func (m *manifestFlags) bind(fs *flag.FlagSet) {
-	fs.Var(&m.files, "f", "manifest file, directory or - for standard input (repeatable)")
-	m.maxFileSize = byteSize(offline.DefaultMaxFileSize)
-	fs.Var(&m.maxFileSize, "max-file-size", "size limit of each input file and of standard input, such as 64Mi, 512Ki or 1Gi")
-	fs.BoolVar(&m.allowEmpty, "allow-empty", false, "succeed when the inputs hold no objects at all (by default that is an error, so a wrong path fails)")
+	fs.Var(&m.files, "f", "manifest file, folder or - for standard input (repeatable); only regular files are read")
+	m.inputFlags.bind(fs, "the inputs hold no objects at all")
 }
 
 // paths are the manifests to read: the -f flags, then the arguments of fs after the flags.
 func (m *manifestFlags) paths(fs *flag.FlagSet) []string {
 	return append(m.files, fs.Args()...)
-}
-
-// loadOptions are the flags as offline.LoadOptions; warnings about skipped folder entries go to
-// warnings.
-func (m *manifestFlags) loadOptions(warnings io.Writer) offline.LoadOptions {
-	return offline.LoadOptions{MaxFileSize: int64(m.maxFileSize), Warnings: warnings, AllowEmpty: m.allowEmpty}
 }
 
 // stringList is a repeatable flag.
@@ -63,13 +80,13 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-// byteSize is a size flag: a byte count with an optional binary unit (offline.ParseSize).
+// byteSize is a size flag: a byte count with an optional binary unit (fileinput.ParseSize).
 type byteSize int64
 
-func (b *byteSize) String() string { return offline.FormatSize(int64(*b)) }
+func (b *byteSize) String() string { return fileinput.FormatSize(int64(*b)) }
 
 func (b *byteSize) Set(v string) error {
-	n, err := offline.ParseSize(v)
+	n, err := fileinput.ParseSize(v)
 	if err != nil {
 		return err
 	}

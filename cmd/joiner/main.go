@@ -44,13 +44,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "joiner", version)
 		return 0
 	}
+	// The commands that read input stop within a second of a signal (untilStopped).
+	reading := func(name string, command func(args []string) int) func([]string) int {
+		return func(args []string) int { return untilStopped(ctx, stderr, name, func() int { return command(args) }) }
+	}
 	return runSubcommand("joiner", usage, args, stdout, stderr, map[string]func([]string) int{
 		"version":    printVersion,
 		"--version":  printVersion,
 		"controller": func(args []string) int { return runController(ctx, args, stderr) },
-		"check":      func(args []string) int { return runCheck(ctx, args, stdin, stdout, stderr) },
-		"policy":     func(args []string) int { return runPolicy(ctx, args, stdin, stdout, stderr) },
-		"disruption": func(args []string) int { return runDisruption(ctx, args, stdout, stderr) },
-		"convert":    func(args []string) int { return runConvert(args, stdin, stdout, stderr) },
+		"check": reading("joiner check", func(args []string) int {
+			return runCheck(ctx, args, stdin, stdout, stderr)
+		}),
+		"policy": reading("joiner policy", func(args []string) int {
+			return runPolicy(ctx, args, stdin, stdout, stderr)
+		}),
+		"disruption": reading("joiner disruption", func(args []string) int {
+			return runDisruption(ctx, args, stdout, stderr)
+		}),
+		"convert": reading("joiner convert", func(args []string) int {
+			return runConvert(ctx, args, stdin, stdout, stderr)
+		}),
 	})
 }

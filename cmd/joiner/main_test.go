@@ -72,7 +72,7 @@ spec:
 		{name: "policy check bad max-file-size", args: []string{"policy", "check", "--policies", policies, "--max-file-size", "10Mx", "-f", "-"},
 			wantCode: 2, wantStderr: `invalid value "10Mx" for flag -max-file-size: size "10Mx": unknown unit "Mx"`},
 		{name: "policy check no objects", args: []string{"policy", "check", "--policies", policies, "-f", "-"}, stdin: "# only a comment\n",
-			wantCode: 1, wantStderr: "no Kubernetes objects found in standard input (holds no object); check the paths given with -f, or pass --allow-empty"},
+			wantCode: 1, wantStderr: "no Kubernetes objects found in standard input (holds none); check the paths given, or pass --allow-empty"},
 		{name: "policy check no objects allowed", args: []string{"policy", "check", "--policies", policies, "--allow-empty", "-f", "-"}, stdin: "# only a comment\n",
 			wantCode: 0, wantStdout: "checked 0 objects against 1 policies"},
 		{name: "policy check skips a FIFO in a folder", args: []string{"policy", "check", "--policies", policies, "-f", folder},

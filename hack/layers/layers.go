@@ -17,7 +17,7 @@ import (
 // other (controllers and webhooks, for example).
 var Rank = map[string]int{
 	// Types and leaf libraries: no imports from the rest of the module.
-	"api": 0, "config": 0, "jsonobject": 0, "metrics": 0, "testbed": 0,
+	"api": 0, "config": 0, "jsonobject": 0, "metrics": 0, "testbed": 0, "fileinput": 0,
 	// Pure libraries over the API types.
 	"requirements": 1, "tenancy": 1, "runtimevalidation": 1, "crdvalidation": 1, "convert": 1,
 	// The policy engine and the cloud-provider seam.

@@ -201,7 +201,7 @@ func TestRunCheckConfigErrors(t *testing.T) {
 		{"missing policy dir", offline.CheckConfig{PolicyDir: "testdata/nope", ObjectPaths: []string{"testdata/check/good"}}, "testdata/nope"},
 		{"no policies in dir", offline.CheckConfig{PolicyDir: "testdata/check/good", ObjectPaths: []string{"testdata/check/good"}}, "no ProvisioningPolicy found"},
 		{"missing object file", offline.CheckConfig{PolicyDir: policiesDir, ObjectPaths: []string{"testdata/check/nope.yaml"}}, "nope.yaml"},
-		{"stdin without reader", offline.CheckConfig{PolicyDir: policiesDir, ObjectPaths: []string{"-"}}, "no standard input"},
+		{"stdin without reader", offline.CheckConfig{PolicyDir: policiesDir, ObjectPaths: []string{"-"}}, "does not read standard input"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/joiner-dev/joiner/api/joiner/v1alpha1"
+	"github.com/joiner-dev/joiner/fileinput"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/policy/policyobject"
 	"sigs.k8s.io/yaml"
@@ -47,7 +48,7 @@ type document struct {
 var docSeparator = regexp.MustCompile(`^---\s*(#.*)?$`)
 
 // splitDocuments splits a YAML stream on "---" lines, remembering where each document starts. Documents
-// are slices of data; lines may be as long as data (only the file size is limited, by readInput).
+// are slices of data; lines may be as long as data (only the file size is limited, by the input layer).
 func splitDocuments(name string, data []byte) []document {
 	var docs []document
 	start, startLine, lineNo, offset := 0, 1, 0, 0
@@ -100,18 +101,6 @@ func decodeDocument(d document) (any, error) {
 	return v, nil
 }
 
-// readDocuments reads every document of one input (see readInput).
-func readDocuments(ctx context.Context, in input, stdin io.Reader, opts LoadOptions) ([]document, error) {
-	data, err := readInput(ctx, in, stdin, opts.maxFileSize())
-	if err != nil {
-		return nil, err
-	}
-	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
-		return splitJSON(in.path, trimmed)
-	}
-	return splitDocuments(in.path, data), nil
-}
-
 // splitJSON splits a stream of JSON values (one object, an array of objects, or concatenated objects).
 func splitJSON(name string, data []byte) ([]document, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -143,45 +132,6 @@ func splitJSON(name string, data []byte) ([]document, error) {
 	return docs, nil
 }
 
-// objectExts are the names of the files read from folders of objects, policyExts of policies.
-var (
-	objectExts = []string{".yaml", ".yml", ".json"}
-	policyExts = []string{".yaml", ".yml"}
-)
-
-// readAll lists and reads every input of paths, and calls each with every document read. Folder entries
-// that turn out not to be regular files once opened are reported to opts.Warnings and skipped. It returns
-// what was listed for each path, with listing.read set.
-func readAll(ctx context.Context, paths []string, stdin io.Reader, opts LoadOptions, exts []string, each func(document) error) ([]listing, error) {
-	listings := make([]listing, 0, len(paths))
-	for _, path := range paths {
-		l, err := listInputs(path, opts, exts...)
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range l.files {
-			docs, err := readDocuments(ctx, in, stdin, opts)
-			var skipped *skippedError
-			if errors.As(err, &skipped) {
-				l.skipped++
-				opts.warnf("%v", err)
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			l.read++
-			for _, d := range docs {
-				if err := each(d); err != nil {
-					return nil, err
-				}
-			}
-		}
-		listings = append(listings, l)
-	}
-	return listings, nil
-}
-
 // LoadObjects reads objects as LoadObjectsWithOptions does with the default size limit, without
 // cancellation, and accepting input with no objects.
 func LoadObjects(paths []string, stdin io.Reader) ([]Object, error) {
@@ -191,7 +141,7 @@ func LoadObjects(paths []string, stdin io.Reader) ([]Object, error) {
 // LoadObjectsWithOptions reads Kubernetes objects from files, folders (recursively: the regular files named
 // *.yaml, *.yml and *.json) and "-" (stdin). Files may hold several YAML documents or JSON values; List
 // kinds (kubectl's List and typed lists such as NodePoolList) are flattened into their items. Empty
-// documents are skipped. Finding no object at all is an error naming what was read, unless
+// documents are skipped. Finding no object at all is a *fileinput.EmptyError naming what was read, unless
 // opts.AllowEmpty. Reads stop when ctx is done.
 func LoadObjectsWithOptions(ctx context.Context, paths []string, stdin io.Reader, opts LoadOptions) ([]Object, error) {
 	var out []Object
@@ -208,34 +158,9 @@ func LoadObjectsWithOptions(ctx context.Context, paths []string, stdin io.Reader
 		return nil, fmt.Errorf("load objects: %w", err)
 	}
 	if len(out) == 0 && !opts.AllowEmpty {
-		return nil, fmt.Errorf("load objects: %w", noObjects(listings))
+		return nil, fmt.Errorf("load objects: %w", &fileinput.EmptyError{What: "Kubernetes objects", Listings: listings})
 	}
 	return out, nil
-}
-
-// noObjects explains, for each path, why it gave no object.
-func noObjects(listings []listing) error {
-	parts := make([]string, len(listings))
-	for i, l := range listings {
-		var why string
-		switch {
-		case !l.folder:
-			why = "holds no object"
-		case l.read == 0:
-			why = "no regular *.yaml, *.yml or *.json file in it"
-		default:
-			why = fmt.Sprintf("%d files read, none holding an object", l.read)
-		}
-		if l.skipped > 0 {
-			why += fmt.Sprintf("; %d entries skipped, see the warnings", l.skipped)
-		}
-		name := displayName(l.path)
-		if l.folder {
-			name = "folder " + name
-		}
-		parts[i] = fmt.Sprintf("%s (%s)", name, why)
-	}
-	return fmt.Errorf("no Kubernetes objects found in %s; check the paths given with -f, or pass --allow-empty if finding no objects is expected", strings.Join(parts, ", "))
 }
 
 // flatten turns a decoded document into objects, expanding List kinds.
@@ -286,6 +211,19 @@ func LoadPolicies(path string) ([]LoadedPolicy, error) {
 // validated exactly as the admission webhook validates it; errors name the file, the document and the
 // field. It fails when no policy is found, whatever opts.AllowEmpty says. Reads stop when ctx is done.
 func LoadPoliciesWithOptions(ctx context.Context, path string, opts LoadOptions) ([]LoadedPolicy, error) {
+	out, err := loadPolicies(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("load policies: no %s found in %s; expected YAML manifests with apiVersion: %s and kind: %s", PolicyKind, path, PolicyAPIVersion, PolicyKind)
+	}
+	return out, nil
+}
+
+// loadPolicies reads and validates the policies in path, as LoadPoliciesWithOptions does, but finds none
+// without an error.
+func loadPolicies(ctx context.Context, path string, opts LoadOptions) ([]LoadedPolicy, error) {
 	var out []LoadedPolicy
 	var errs []error
 	seen := map[string]string{}
@@ -315,9 +253,6 @@ func LoadPoliciesWithOptions(ctx context.Context, path string, opts LoadOptions)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("load policies: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("load policies: no %s found in %s; expected YAML manifests with apiVersion: %s and kind: %s", PolicyKind, path, PolicyAPIVersion, PolicyKind)
 	}
 	return out, nil
 }

@@ -1,7 +1,6 @@
 package offline_test
 
 import (
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -9,26 +8,11 @@ import (
 
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/policy/offline"
+	"github.com/joiner-dev/joiner/testsupport/filestest"
 )
 
-// writeFiles creates files (name -> content) in a temporary directory and returns it.
-func writeFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func TestLoadObjects(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := filestest.Tree(t, map[string]string{
 		"multi.yaml": "# leading comment\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\n# only a comment\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\n",
 		"stream.json": `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "c"}}
 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "d"}}`,
@@ -84,7 +68,7 @@ func TestLoadObjectsErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeFiles(t, tc.files)
+			dir := filestest.Tree(t, tc.files)
 			_, err := offline.LoadObjects([]string{dir}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("LoadObjects error = %v, want %q", err, tc.want)
@@ -118,7 +102,7 @@ spec:
 `
 
 func TestLoadPolicies(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := filestest.Tree(t, map[string]string{
 		"a.yaml": strings.Replace(strings.Replace(goodPolicy, "%s", "pod-cap", 1), "%s", "load.pod_cap", 1),
 		"b/minimal.yaml": `apiVersion: joiner.dev/v1alpha1
 kind: ProvisioningPolicy
@@ -190,7 +174,7 @@ spec:
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeFiles(t, tc.files)
+			dir := filestest.Tree(t, tc.files)
 			_, err := offline.LoadPolicies(dir)
 			if err == nil {
 				t.Fatalf("LoadPolicies succeeded, want an error containing %q", tc.want)

@@ -6,9 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
+	"strings"
 	"testing"
-	"time"
 )
 
 // TestSplitDocumentsHasNoLineLimit: a line may be as long as its file. This one is longer than the 64 MiB
@@ -36,28 +35,22 @@ func TestSplitDocumentsHasNoLineLimit(t *testing.T) {
 	}
 }
 
-// TestReadInputSkipsFIFOFoundInFolder: a folder entry replaced by a FIFO after the folder was listed is
-// opened without waiting for a writer and skipped.
-func TestReadInputSkipsFIFOFoundInFolder(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "swapped.yaml")
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
+// TestReadAllStopsBetweenDocuments: a context done while the documents of a file are handed on (a long
+// load of a large file) stops the load before the next document.
+func TestReadAllStopsBetweenDocuments(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "many.yaml")
+	if err := os.WriteFile(p, []byte(strings.Repeat("---\na: 1\n", 1000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := readInput(context.Background(), input{path: p, inFolder: true}, nil, DefaultMaxFileSize)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		var skipped *skippedError
-		if !errors.As(err, &skipped) || err.Error() != "skipped "+p+": a named pipe (FIFO), which may never end; only regular files are read from a folder (name it with -f to read it anyway)" {
-			t.Fatalf("readInput error = %v, want a *skippedError", err)
-		}
-	case <-time.After(10 * time.Second):
-		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			_ = w.Close()
-		}
-		t.Fatal("readInput blocked on a FIFO found in a folder")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := 0
+	_, err := readAll(ctx, []string{p}, nil, LoadOptions{}, objectExts, func(document) error {
+		seen++
+		cancel()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || seen != 1 || err.Error() != "read "+p+": stopped: context canceled" {
+		t.Fatalf("readAll = %v after %d documents; want it stopped after the first", err, seen)
 	}
 }

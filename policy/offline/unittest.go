@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/joiner-dev/joiner/fileinput"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
@@ -22,6 +24,10 @@ type TestOptions struct {
 	Run string
 	// Timeout bounds each test; zero means 5s.
 	Timeout time.Duration
+	// Load tunes how the policies and tests are read: the size limit, warnings about skipped folder
+	// entries, and AllowEmpty, which lets a folder hold no test (or neither policies nor tests) and
+	// succeed with nothing run.
+	Load LoadOptions
 }
 
 // TestFailure is the error RunTests returns when tests ran but some failed or errored.
@@ -45,45 +51,15 @@ func RunTests(ctx context.Context, dir string, w io.Writer) error {
 // mode; a builtin error makes its expression undefined, as in the engine (and OPA's default mode), while the
 // engine's builtin size caps stop the test with an error. Policies must use distinct
 // packages so tests can address each one. It returns *TestFailure when tests fail, and an error when there
-// is nothing to test or the Rego does not compile.
+// is nothing to test (unless opts.Load.AllowEmpty) or the Rego does not compile.
 func RunTestsWithOptions(ctx context.Context, dir string, w io.Writer, opts TestOptions) error {
-	loaded, err := LoadPoliciesWithOptions(ctx, dir, LoadOptions{})
+	modules, err := loadTestModules(ctx, dir, opts.Load)
 	if err != nil {
 		return fmt.Errorf("run tests: %w", err)
 	}
-	modules := make(map[string]*ast.Module)
-	packages := make(map[string]string)
-	for _, lp := range loaded {
-		file := lp.Source + "/spec.rego"
-		mod, err := policy.ParseRego(file, lp.Policy.Rego)
-		if err != nil {
-			return fmt.Errorf("run tests: %s: %w", lp.Source, err)
-		}
-		pkg := mod.Package.Path.String()
-		if prev, dup := packages[pkg]; dup {
-			return fmt.Errorf("run tests: %s and %s both use package %s; give each policy its own package so tests can address it",
-				prev, lp.Source, strings.TrimPrefix(pkg, "data."))
-		}
-		packages[pkg] = lp.Source
-		modules[file] = mod
-	}
-	testFiles, err := listInputs(dir, LoadOptions{}, "_test.rego")
-	if err != nil {
-		return fmt.Errorf("run tests: %w", err)
-	}
-	for _, f := range testFiles.files {
-		src, err := readInput(ctx, f, nil, DefaultMaxFileSize)
-		if err != nil {
-			return fmt.Errorf("run tests: %w", err)
-		}
-		mod, err := policy.ParseRego(f.path, string(src))
-		if err != nil {
-			return fmt.Errorf("run tests: %w", err)
-		}
-		modules[f.path] = mod
-	}
-	if len(testFiles.files) == 0 {
-		return fmt.Errorf("run tests: no *_test.rego files under %s; add tests with rules named test_*", dir)
+	if modules == nil {
+		fmt.Fprintf(w, "nothing to test in %s (--allow-empty)\n", dir)
+		return nil
 	}
 
 	timeout := opts.Timeout
@@ -139,4 +115,62 @@ func RunTestsWithOptions(ctx context.Context, dir string, w io.Writer, opts Test
 		return errors.New("run tests: no test_ rules ran; name test rules test_* (or check the --run filter)")
 	}
 	return nil
+}
+
+// loadTestModules parses the Rego of the policies in dir and its *_test.rego files, read through the input
+// layer. It returns nil modules, and no error, when there is nothing to test (no policy or no test) and
+// opts.AllowEmpty.
+func loadTestModules(ctx context.Context, dir string, opts LoadOptions) (map[string]*ast.Module, error) {
+	if info, err := os.Stat(dir); err == nil && !info.IsDir() {
+		return nil, fmt.Errorf("read %s: it is not a folder; pass the folder that holds the policies and their *_test.rego files", dir)
+	}
+	loaded, err := loadPolicies(ctx, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	modules := make(map[string]*ast.Module)
+	packages := make(map[string]string)
+	for _, lp := range loaded {
+		file := lp.Source + "/spec.rego"
+		mod, err := policy.ParseRego(file, lp.Policy.Rego)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", lp.Source, err)
+		}
+		pkg := mod.Package.Path.String()
+		if prev, dup := packages[pkg]; dup {
+			return nil, fmt.Errorf("%s and %s both use package %s; give each policy its own package so tests can address it",
+				prev, lp.Source, strings.TrimPrefix(pkg, "data."))
+		}
+		packages[pkg] = lp.Source
+		modules[file] = mod
+	}
+	listings, err := fileinput.ReadAll(ctx, []string{dir}, opts.input(nil, testExts), func(f fileinput.File) error {
+		mod, err := policy.ParseRego(f.Path, string(f.Data))
+		if err != nil {
+			return err
+		}
+		modules[f.Path] = mod
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if tests := listings[0].Read; tests == 0 || len(loaded) == 0 {
+		return nil, nothingToTest(dir, len(loaded), tests, listings, opts.AllowEmpty)
+	}
+	return modules, nil
+}
+
+// nothingToTest is the error for a folder with no policies or no tests: nil when allowEmpty.
+func nothingToTest(dir string, policies, tests int, listings []fileinput.Listing, allowEmpty bool) error {
+	switch {
+	case allowEmpty:
+		return nil
+	case tests == 0 && policies == 0:
+		return &fileinput.EmptyError{What: "policies or *_test.rego files", Listings: listings}
+	case tests == 0:
+		return fmt.Errorf("no *_test.rego files under %s; add tests with rules named test_*, or pass --allow-empty if none is expected", dir)
+	}
+	return fmt.Errorf("no %s found in %s for its %d *_test.rego files to test; expected YAML manifests with apiVersion: %s and kind: %s",
+		PolicyKind, dir, tests, PolicyAPIVersion, PolicyKind)
 }
