@@ -93,7 +93,7 @@ func probe(t *testing.T, name, class string, delay, killAt time.Duration) {
 	var last string
 	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Until(restart.Add(convergeWithin+schedulerMaxBackoff)), true,
 		func(context.Context) (bool, error) {
-			nodes, pods := state(t, name)
+			nodes, pods := state(t, name, 10)
 			now := time.Now()
 			if nodes == "" && nodesDone.IsZero() {
 				nodesDone = now
@@ -119,15 +119,15 @@ func probe(t *testing.T, name, class string, delay, killAt time.Duration) {
 	// A launch the crash lost may still create its Node until the registration delay has passed
 	// since the kill: keep checking until then.
 	framework.Hold(t, time.Until(restart.Add(delay+5*time.Second)), "nothing leaked or duplicated after convergence", func(context.Context) string {
-		nodes, pods := state(t, name)
+		nodes, pods := state(t, name, 10)
 		return strings.Trim(nodes+"; "+pods, "; ")
 	})
 }
 
 // state returns what is still wrong with the NodeClaims and Nodes of the pool ("" when every
 // NodeClaim has exactly one Node and is initialized, and every Node has a NodeClaim) and with its
-// pods ("" when all 10 run).
-func state(t *testing.T, pool string) (claimsAndNodes, pods string) {
+// pods ("" when all want of them run).
+func state(t *testing.T, pool string, want int) (claimsAndNodes, pods string) {
 	t.Helper()
 	ctx := context.Background()
 	running := 0
@@ -136,8 +136,8 @@ func state(t *testing.T, pool string) (claimsAndNodes, pods string) {
 			running++
 		}
 	}
-	if running != 10 {
-		pods = fmt.Sprintf("pods running %d of 10", running)
+	if running != want {
+		pods = fmt.Sprintf("pods running %d of %d", running, want)
 	}
 	var problems []string
 	claims := cluster.NodeClaims(t, pool)

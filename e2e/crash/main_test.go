@@ -1,7 +1,8 @@
 // Package crash_test is the crash probe: Joiner runs as a separate process (this test binary,
 // started again in child mode) on a full local cluster, is killed with SIGKILL at chosen moments
-// of a 10-pod launch, and is started again; the tests check that the launch converges within
-// seconds of the restart with no leaked node and no duplicate instance.
+// of a 10-pod launch or of a consolidation replacement's launch, and is started again; the tests
+// check that the launch converges (the replacement's command completes or rolls back) within
+// seconds of the restart with no lost pod, no leaked node and no duplicate instance.
 package crash_test
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	apischeme "github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/controllers"
+	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/provisioning"
 	"github.com/joiner-dev/joiner/e2e/framework"
 	"github.com/joiner-dev/joiner/localrun"
@@ -50,12 +52,14 @@ func TestMain(m *testing.M) {
 }
 
 // operatorOptions are Joiner's options in the child: the production defaults of every controller
-// but the provisioner's batching, shortened as in the other e2e packages.
+// but the provisioner's batching and the disruption controller's polling period and validation
+// delay, shortened as in the other e2e packages.
 func operatorOptions() operator.Options {
 	return operator.Options{
 		CloudProvider: local.Factory(local.Options{}),
 		Controllers: controllers.Options{
 			Provisioning: provisioning.Options{BatchIdle: 500 * time.Millisecond, BatchMaxDuration: 3 * time.Second},
+			Disruption:   disruption.Options{PollingPeriod: time.Second, ValidationDelay: 2 * time.Second},
 		},
 	}
 }
