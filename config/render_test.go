@@ -280,7 +280,6 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		wantErr string
 	}{
 		{"unknown failure policy", []string{"webhook.failurePolicy=Sometimes"}, "webhook.failurePolicy must be Fail or Ignore"},
-		{"empty service account name", []string{"serviceAccount.name="}, "serviceAccount.name must be set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

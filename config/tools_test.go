@@ -103,16 +103,18 @@ func kustomize(t testing.TB, dir string) []byte {
 	return run(t, nil, kubectl(t), "kustomize", filepath.Join(repoRoot, dir))
 }
 
-// helmTemplate renders charts/joiner into namespace ns with the given --set values.
+// helmTemplate renders charts/joiner into namespace ns with the local provider (the kustomize
+// tree's; the chart has no default provider) and then the given flags, which may choose another.
 func helmTemplate(t testing.TB, ns string, extra ...string) []byte {
 	t.Helper()
-	out, stderr, err := tryHelmTemplate(t, ns, extra...)
+	out, stderr, err := tryHelmTemplate(t, ns, append([]string{"--set", "settings.cloudProvider=local"}, extra...)...)
 	if err != nil {
 		t.Fatalf("helm template %v: %v\n%s", extra, err, stderr)
 	}
 	return out
 }
 
+// tryHelmTemplate renders charts/joiner into namespace ns with exactly the given flags.
 func tryHelmTemplate(t testing.TB, ns string, extra ...string) ([]byte, string, error) {
 	t.Helper()
 	args := append([]string{"template", "joiner", filepath.Join(repoRoot, "charts", "joiner"), "--namespace", ns}, extra...)

@@ -11,6 +11,21 @@ app.kubernetes.io/part-of: joiner
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+metadata.annotations of an object: extra (a dict, may be empty) over additionalAnnotations. Renders
+nothing when both are empty. Arguments: a dict with root (.) and extra.
+*/}}
+{{- define "joiner.annotations" -}}
+{{- $a := merge (dict) (.extra | default dict) (.root.Values.additionalAnnotations | default dict) -}}
+{{- with $a -}}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
 {{- end }}
 
 {{- define "joiner.selectorLabels" -}}
@@ -18,8 +33,9 @@ app.kubernetes.io/name: joiner
 app.kubernetes.io/component: controller
 {{- end }}
 
+{{/* serviceAccount.name; empty means joiner, as Karpenter's chart falls back to its own name. */}}
 {{- define "joiner.serviceAccountName" -}}
-{{- required "serviceAccount.name must be set" .Values.serviceAccount.name -}}
+{{- .Values.serviceAccount.name | default "joiner" -}}
 {{- end }}
 
 {{/* The user name the webhooks exempt: Joiner's own ServiceAccount. */}}
@@ -36,6 +52,30 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "joiner.serviceAccount
 {{- end -}}
 {{- end }}
 
+{{/*
+The affinity value, where a pod (anti-)affinity term without a labelSelector gets the controller's
+selector labels, as in Karpenter's chart (a term without one would match no pod).
+*/}}
+{{- define "joiner.affinity" -}}
+{{- with .Values.affinity -}}
+{{- $aff := deepCopy . -}}
+{{- $sel := dict "matchLabels" (fromYaml (include "joiner.selectorLabels" $)) -}}
+{{- range $kind := list "podAffinity" "podAntiAffinity" -}}
+{{- with index $aff $kind -}}
+{{- range index . "requiredDuringSchedulingIgnoredDuringExecution" | default list -}}
+{{- if not (hasKey . "labelSelector") -}}{{- $_ := set . "labelSelector" $sel -}}{{- end -}}
+{{- end -}}
+{{- range index . "preferredDuringSchedulingIgnoredDuringExecution" | default list -}}
+{{- with .podAffinityTerm -}}
+{{- if not (hasKey . "labelSelector") -}}{{- $_ := set . "labelSelector" $sel -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $aff -}}
+{{- end -}}
+{{- end }}
+
 {{/* kind/name of the cert-manager issuer that signs the serving certificate. */}}
 {{- define "joiner.certManagerIssuer" -}}
 {{- if .Values.certManager.issuerRef.name -}}
@@ -45,12 +85,13 @@ Issuer/joiner-ca
 {{- end -}}
 {{- end }}
 
-{{/* cert-manager mode: cainjector fills the caBundle from the serving Certificate. Empty otherwise. */}}
+{{/* cert-manager mode: cainjector fills the caBundle from the serving Certificate (with additionalAnnotations). */}}
 {{- define "joiner.webhookAnnotations" -}}
+{{- $extra := dict -}}
 {{- if .Values.certManager.enabled -}}
-annotations:
-  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/joiner-webhook-cert
+{{- $_ := set $extra "cert-manager.io/inject-ca-from" (printf "%s/joiner-webhook-cert" .Release.Namespace) -}}
 {{- end -}}
+{{- include "joiner.annotations" (dict "root" . "extra" $extra) -}}
 {{- end }}
 
 {{/*
