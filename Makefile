@@ -32,6 +32,24 @@ generate: ## Write deepcopy code and the CRDs in config/crd/bases from the Go ty
 build: ## Build the binaries into bin/.
 	$(GO) build -o bin/ ./cmd/...
 
+# The image: VERSION defaults to `git describe --tags --always --dirty` without a leading v
+# (0.0.0-dev outside a checkout), the commit to `git rev-parse HEAD`. REGISTRY is where
+# `make release` pushes, and is required there.
+IMAGE_OUT ?= $(CACHE)/image
+CRANE_VERSION ?= v0.22.1
+VERSION ?=
+REGISTRY ?=
+
+.PHONY: image
+image: ## Build the joiner image for linux/amd64 and linux/arm64 without Docker or a registry: OCI layout and archive in .cache/image (VERSION=0.1.0 sets the tag).
+	$(GO) run ./hack/image --out $(IMAGE_OUT) $(if $(VERSION),--version $(VERSION))
+
+.PHONY: release
+release: ## Build the image as a release (clean tree, VERSION = the chart's appVersion) and push it with crane to $(REGISTRY)/joiner; log in first (crane auth login).
+	@if [ -z "$(REGISTRY)" ]; then echo "make release: set REGISTRY, such as make release REGISTRY=ghcr.io/joiner-dev (log in first: go run github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION) auth login ghcr.io -u USER --password-stdin)"; exit 2; fi
+	$(GO) run ./hack/image --release --out $(IMAGE_OUT) --repository $(REGISTRY)/joiner $(if $(VERSION),--version $(VERSION))
+	$(GO) run github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION) push $(IMAGE_OUT)/oci "$$(cat $(IMAGE_OUT)/reference)"
+
 .PHONY: fmt-check
 fmt-check: ## Fail when a Go file is not gofmt-formatted (and name it).
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null | while read -r f; do [ -f "$$f" ] && echo "$$f"; done)); \

@@ -61,6 +61,7 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 		"joiner_audit_duration_seconds histogram {}",
 		"joiner_audit_runs_total counter {}",
 		"joiner_audit_violations gauge {enforcement_action,policy}",
+		"joiner_build_info gauge {commit,goarch,goversion,version}",
 		"joiner_garbage_collection_instances_terminated_total counter {}",
 		"joiner_nodeclaims_initialized_total counter {nodepool}",
 		"joiner_tenancy_refused_nodeclaims_total counter {controller,nodepool}",

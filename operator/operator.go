@@ -101,6 +101,8 @@ type Options struct {
 	// Registerer receives every metric the operator declares; nil means controller-runtime's
 	// metrics.Registry, which the metrics endpoint serves.
 	Registerer prometheus.Registerer
+	// BuildInfo is reported as joiner_build_info (cmd/joiner passes its -ldflags stamps).
+	BuildInfo BuildInfo
 	// Clock is injected into every controller; nil means the real clock.
 	Clock clock.Clock
 	// Log is the root logger.
@@ -168,6 +170,9 @@ type Operator struct {
 func New(cfg *rest.Config, opts Options) (*Operator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := registerBuildInfo(opts.Registerer, opts.BuildInfo); err != nil {
 		return nil, err
 	}
 	scheme, err := apischeme.New()

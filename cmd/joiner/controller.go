@@ -162,6 +162,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 	log := zap.New(zap.Level(f.logLevel), zap.WriteTo(stderr))
 	ctrl.SetLogger(log)
 	o.Log = log
+	o.BuildInfo = operator.BuildInfo{Version: version, Commit: commit}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner controller: no Kubernetes configuration (in-cluster, $KUBECONFIG or ~/.kube/config):", err)

@@ -41,7 +41,7 @@ func main() {
 // run dispatches a command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	printVersion := func([]string) int {
-		fmt.Fprintln(stdout, "joiner", version)
+		fmt.Fprintln(stdout, versionLine())
 		return 0
 	}
 	// The commands that read input stop within a second of a signal (untilStopped).
