@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -92,6 +93,22 @@ func TestBuiltinBounds(t *testing.T) {
 		{"sprintf past: widths", `sprintf(p.f, [1])`, map[string]any{"f": strings.Repeat("%[1]1000000d", 5)}, "", "sprintf", "bytes"},
 		{"strings.render_template within", `strings.render_template("{{.a}}-{{.missing}}", {"a": p.a})`, map[string]any{"a": "b"}, "b-<undefined>", "", ""},
 		{"strings.render_template past: nested ranges", `strings.render_template(p.t, {"xs": p.xs})`, map[string]any{"t": nested, "xs": xs}, "", "strings.render_template", "bytes"},
+		{"strings.render_template past: ranges that print nothing", `strings.render_template(p.t, {"xs": p.xs})`, map[string]any{"t": "{{range .xs}}{{range $.xs}}{{range $.xs}}{{range $.xs}}{{end}}{{end}}{{end}}{{end}}", "xs": xs}, "", "strings.render_template", policy.UnitSteps},
+		{"split within", `concat("|", split(p.s, ","))`, map[string]any{"s": "a,b"}, "a|b", "", ""},
+		{"split past", `sprintf("%d", [count(split(p.s, ""))])`, map[string]any{"s": strings.Repeat("a", 200000)}, "", "split", policy.UnitElements},
+		{"regex.find_all_string_submatch_n within", `sprintf("%v", [regex.find_all_string_submatch_n("(a)", p.s, -1)])`, map[string]any{"s": "aba"}, `[["a", "a"], ["a", "a"]]`, "", ""},
+		{"regex.find_all_string_submatch_n past: the issue's 1.7 GiB", `sprintf("%d", [count(regex.find_all_string_submatch_n("(a)", p.s, -1))])`, map[string]any{"s": big}, "", "regex.find_all_string_submatch_n", policy.UnitMemory},
+		{"regex.match past: a huge repetition", `sprintf("%v", [regex.match(p.re, "x")])`, map[string]any{"re": strings.Repeat("[a-z]{1000}", 50)}, "", "regex.match", policy.UnitPattern},
+		{"json.marshal_with_options within", `json.marshal_with_options({"a": [p.one]}, {"indent": "  "})`, map[string]any{"one": 1}, "{\n  \"a\": [\n    1\n  ]\n}", "", ""},
+		{"json.marshal_with_options past: the issue's 1 MB indent", `json.marshal_with_options({"a": {"b": [1, 2]}}, {"indent": p.s})`, map[string]any{"s": big}, "", "json.marshal_with_options", "bytes"},
+		{"json.unmarshal within", `sprintf("%v", [json.unmarshal(p.s)])`, map[string]any{"s": `{"a": [1, 2]}`}, `{"a": [1, 2]}`, "", ""},
+		{"json.unmarshal past", `sprintf("%d", [count(json.unmarshal(p.s))])`, map[string]any{"s": "[" + strings.Repeat("0,", 500000) + "0]"}, "", "json.unmarshal", policy.UnitMemory},
+		{"yaml.unmarshal past: aliases expanding to a billion nodes", `sprintf("%d", [count(yaml.unmarshal(p.s))])`, map[string]any{"s": yamlAliases(9)}, "", "yaml.unmarshal", policy.UnitMemory},
+		{"floor within", `sprintf("%v", [floor(p.n)])`, map[string]any{"n": 2.5}, "2", "", ""},
+		{"floor past: 30,000 digits from a short literal", `sprintf("%v", [floor(p.n)])`, map[string]any{"n": json.Number("1e30000")}, "", "floor", policy.UnitDigits},
+		{"mul past: squaring a large number", `sprintf("%v", [p.n * p.n])`, map[string]any{"n": json.Number("1e6000")}, "", "mul", policy.UnitDigits},
+		{"object.subset past: arrays searched position by position", `sprintf("%v", [object.subset(p.a, p.b)])`, map[string]any{"a": zeros(20000), "b": append(zeros(10000), 1)}, "", "object.subset", policy.UnitSteps},
+		{"graph.reachable: a chain OPA's implementation explores in Fibonacci time", `sprintf("%d", [count(graph.reachable(p.g, ["v0"]))])`, map[string]any{"g": chain(100)}, "100", "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,7 +131,11 @@ func TestBuiltinBounds(t *testing.T) {
 			if !errors.As(vs[0].Err, &le) || le.Builtin != tc.builtin || le.Unit != tc.unit || (le.Size != 0 && le.Size <= le.Limit) {
 				t.Fatalf("result = %+v (error %v), want a BuiltinLimitError for %s in %s", vs[0], vs[0].Err, tc.builtin, tc.unit)
 			}
-			for _, w := range []string{"[bounds] policy evaluation failed: ", tc.builtin + " would build ", fmt.Sprintf("at most %d %s", le.Limit, tc.unit)} {
+			verb := map[string]string{policy.UnitMemory: "allocate", policy.UnitSteps: "take", policy.UnitPattern: "compile"}[tc.unit]
+			if verb == "" {
+				verb = "build"
+			}
+			for _, w := range []string{"[bounds] policy evaluation failed: ", tc.builtin + " would " + verb + " ", fmt.Sprintf("at most %d %s", le.Limit, tc.unit)} {
 				if !strings.Contains(vs[0].String(), w) {
 					t.Errorf("message %q does not contain %q", vs[0].String(), w)
 				}
@@ -124,4 +145,31 @@ func TestBuiltinBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// yamlAliases is a YAML document of n levels, each a sequence of ten aliases of the level below.
+func yamlAliases(n int) string {
+	var b strings.Builder
+	b.WriteString("l0: &l0 [a, b, c, d, e, f, g, h, i, j]\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
+	}
+	return b.String()
+}
+
+func zeros(n int) []any {
+	xs := make([]any, n)
+	for i := range xs {
+		xs[i] = 0
+	}
+	return xs
+}
+
+// chain is a graph of n vertices where each points to the next two.
+func chain(n int) map[string]any {
+	g := map[string]any{}
+	for i := range n {
+		g[fmt.Sprintf("v%d", i)] = []any{fmt.Sprintf("v%d", (i+1)%n), fmt.Sprintf("v%d", (i+2)%n)}
+	}
+	return g
 }

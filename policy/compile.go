@@ -37,9 +37,14 @@ var (
 	allowedNetBuiltins       = []string{"net.cidr_contains", "net.cidr_contains_matches", "net.cidr_intersects", "net.cidr_is_valid", "net.cidr_merge"}
 )
 
-// ForbiddenBuiltin reports whether a policy may not call the builtin name (such as "http.send").
+// ForbiddenBuiltin reports whether a policy may not call the builtin name (such as "http.send"): a
+// network, clock, random or runtime builtin, or one refused because its result cannot be bounded (see
+// builtinBounds).
 func ForbiddenBuiltin(name string) bool {
 	if slices.Contains(forbiddenBuiltinNames, name) {
+		return true
+	}
+	if _, ok := refusedForSize(name); ok {
 		return true
 	}
 	if slices.Contains(allowedNetBuiltins, name) {
@@ -267,7 +272,7 @@ func regoError(err error) error {
 	for _, e := range errs {
 		msg := e.Message
 		if m := undefinedFunction.FindStringSubmatch(msg); m != nil && ForbiddenBuiltin(m[1]) {
-			msg = fmt.Sprintf("builtin %s is not allowed: policies may not call network, clock, random, UUID or runtime builtins (http.*, net.* other than %s, rand.*, uuid.*, time.now_ns, opa.runtime, or any OPA marks non-deterministic), so that the webhook, audit and offline check always agree; derive the value from input.review, input.parameters or data.inventory instead", m[1], strings.Join(allowedNetBuiltins, ", "))
+			msg = forbiddenBuiltinMessage(m[1])
 		}
 		row, col := 0, 0
 		if e.Location != nil {
@@ -276,4 +281,13 @@ func regoError(err error) error {
 		lines = append(lines, fmt.Sprintf("spec.rego:%d:%d: %s: %s", row, col, e.Code, msg))
 	}
 	return errors.New(strings.Join(lines, "\n"))
+}
+
+// forbiddenBuiltinMessage explains why a policy may not call the forbidden builtin name and what to do
+// instead.
+func forbiddenBuiltinMessage(name string) string {
+	if why, ok := refusedForSize(name); ok {
+		return fmt.Sprintf("builtin %s is not allowed: %s", name, why)
+	}
+	return fmt.Sprintf("builtin %s is not allowed: policies may not call network, clock, random, UUID or runtime builtins (http.*, net.* other than %s, rand.*, uuid.*, time.now_ns, opa.runtime, or any OPA marks non-deterministic), so that the webhook, audit and offline check always agree; derive the value from input.review, input.parameters or data.inventory instead", name, strings.Join(allowedNetBuiltins, ", "))
 }
