@@ -16,7 +16,9 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -77,6 +79,14 @@ type Options struct {
 	ProbeAddr   string
 	// LeaderElect turns on leader election for the leader-only controllers (audit, provisioning).
 	LeaderElect bool
+	// LeaseDuration, RenewDeadline and RetryPeriod time leader election (zero means
+	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod): the leader renews its Lease
+	// every RetryPeriod and stops leading when it could not renew for RenewDeadline; a follower
+	// takes over a Lease nobody renewed for LeaseDuration.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// LeaderElectionIdentity is the holder identity this replica writes into the Lease; empty means
+	// a new NewLeaderElectionIdentity (Run keeps one identity across its managers).
+	LeaderElectionIdentity string
 	// CertMode is CertModeSelfManaged (default) or CertModeCertManager.
 	CertMode string
 	// CertManagerIssuer names an existing issuer as "Issuer/name" or "ClusterIssuer/name"; empty
@@ -143,6 +153,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.GracefulShutdown == 0 {
 		o.GracefulShutdown = 30 * time.Second
 	}
+	if err := o.leaderElectionDefaults(); err != nil {
+		return o, err
+	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
@@ -164,6 +177,11 @@ type Operator struct {
 	opts          Options
 	// stopProvider ends the provider's background work once the manager has stopped.
 	stopProvider context.CancelFunc
+	// registrar is Manager with the leader-only runnables tracked in leaderWork and the webhooks
+	// behind the readiness checks; the packages that register runnables, checks and webhooks get it.
+	registrar  trackingManager
+	leaderWork *leaderWork
+	metrics    *termRegisterer
 }
 
 // New assembles the manager for cfg.
@@ -190,28 +208,17 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		// client-go's default of 5 requests per second serialises a scale-up of tens of nodes.
 		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Logger:                        opts.Log,
-		Metrics:                       metricsserver.Options{BindAddress: orDefault(opts.MetricsAddr, ":8080")},
-		HealthProbeBindAddress:        orDefault(opts.ProbeAddr, ":8081"),
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              LeaderElectionID,
-		LeaderElectionNamespace:       opts.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &opts.GracefulShutdown,
-		Controller:                    config.Controller{SkipNameValidation: &opts.SkipControllerNameValidation},
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host:    opts.WebhookHost,
-			Port:    opts.WebhookPort,
-			TLSOpts: serving.TLSOpts(certs.TLSOptions{MinVersion: opts.TLSMinVersion}),
-		}),
-	})
+	// The manager's metrics are this term's (Run unregisters them when the term ends).
+	metricsOfTerm := &termRegisterer{Registerer: opts.Registerer}
+	opts.Registerer = metricsOfTerm
+	work := newLeaderWork(opts.RenewDeadline, clock.RealClock{})
+	mgr, err := newManager(cfg, opts, scheme, serving, work)
 	if err != nil {
-		return nil, fmt.Errorf("create manager: %w", err)
+		return nil, err
 	}
 	engine := policy.New(policy.Options{Logger: opts.Log.WithName("policy"), MemoryBudget: opts.PolicyMemoryBudget})
-	op := &Operator{Manager: mgr, opts: opts, Engine: engine}
+	op := &Operator{Manager: mgr, opts: opts, Engine: engine, leaderWork: work, metrics: metricsOfTerm}
+	op.registrar = trackingManager{Manager: mgr, work: work, gate: &readinessGate{}}
 	if err := op.setupCerts(serving); err != nil {
 		return nil, err
 	}
@@ -223,8 +230,59 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		op.stopProvider()
 		return nil, err
 	}
+	if err := addProbes(mgr, serving); err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+// newManager creates the controller-runtime manager: metrics, probes, the webhook server with the
+// serving certificate, and leader election on a Lease lock that reports to the term's leaderWork.
+func newManager(cfg *rest.Config, opts Options, scheme *runtime.Scheme, serving *certs.ServingCert, work *leaderWork) (manager.Manager, error) {
+	var lock *resourcelock.LeaseLock
+	if opts.LeaderElect {
+		var err error
+		if lock, err = newLeaseLock(cfg, opts); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 opts.Log,
+		Metrics:                metricsserver.Options{BindAddress: orDefault(opts.MetricsAddr, ":8080")},
+		HealthProbeBindAddress: orDefault(opts.ProbeAddr, ":8081"),
+		LeaderElection:         opts.LeaderElect,
+		LeaderElectionID:       LeaderElectionID,
+		// The lock carries the identity, which Run keeps across managers.
+		LeaderElectionResourceLockInterface: lockInterface(lock, work),
+		LeaderElectionNamespace:             opts.Namespace,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaseDuration:                       &opts.LeaseDuration,
+		RenewDeadline:                       &opts.RenewDeadline,
+		RetryPeriod:                         &opts.RetryPeriod,
+		GracefulShutdownTimeout:             &opts.GracefulShutdown,
+		Controller:                          config.Controller{SkipNameValidation: &opts.SkipControllerNameValidation},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    opts.WebhookHost,
+			Port:    opts.WebhookPort,
+			TLSOpts: serving.TLSOpts(certs.TLSOptions{MinVersion: opts.TLSMinVersion}),
+		}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if lock != nil {
+		// As controller-runtime's own lock: the core Events API ("<identity> became leader"), which
+		// is what the ClusterRole grants the leader election's recorder.
+		lock.LockConfig.EventRecorder = mgr.GetEventRecorderFor(opts.LeaderElectionIdentity) //nolint:staticcheck // client-go's lock takes a tools/record recorder
+	}
+	return mgr, nil
+}
+
+// addProbes adds the liveness check and the webhook server's readiness check.
+func addProbes(mgr manager.Manager, serving *certs.ServingCert) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("add healthz: %w", err)
+		return fmt.Errorf("add healthz: %w", err)
 	}
 	// Dial the webhook server only once it has a certificate, or the dial itself logs a TLS error.
 	started := mgr.GetWebhookServer().StartedChecker()
@@ -234,9 +292,9 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		}
 		return started(req)
 	}); err != nil {
-		return nil, fmt.Errorf("add readyz: %w", err)
+		return fmt.Errorf("add readyz: %w", err)
 	}
-	return op, nil
+	return nil
 }
 
 func (op *Operator) setupCerts(serving *certs.ServingCert) error {
@@ -247,7 +305,7 @@ func (op *Operator) setupCerts(serving *certs.ServingCert) error {
 	if err != nil {
 		return fmt.Errorf("certificate metrics: %w", err)
 	}
-	mgr := op.Manager
+	mgr := op.registrar
 	switch o.CertMode {
 	case CertModeCertManager:
 		cmo := certs.CertManagerOptions{
@@ -292,7 +350,7 @@ func (op *Operator) setupCerts(serving *certs.ServingCert) error {
 // setupWebhooks registers the admission webhooks: defaulting and validation over the policy
 // engine, and the Pod tenancy webhooks. Every replica serves them.
 func (op *Operator) setupWebhooks() error {
-	mgr := op.Manager
+	mgr := op.registrar
 	return webhooks.Register(mgr.GetWebhookServer(), webhooks.Dependencies{
 		Engine: op.Engine, Reader: mgr.GetClient(), Registerer: op.opts.Registerer,
 		InstanceTypes:    admissioncatalog.Lister(op.CloudProvider),
@@ -306,7 +364,7 @@ func (op *Operator) setupWebhooks() error {
 // provider metrics, and hands it, with the policy engine, to the one place that wires the
 // controllers (which gives each controller a view naming it in those metrics).
 func (op *Operator) setupControllers() error {
-	mgr := op.Manager
+	mgr := op.registrar
 	ctx, cancel := context.WithCancel(context.Background())
 	op.stopProvider = cancel
 	provider, owned, err := op.opts.CloudProvider(ctx, mgr.GetClient())
@@ -331,12 +389,42 @@ func (op *Operator) setupControllers() error {
 }
 
 // Start runs the manager until ctx ends, then shuts down gracefully.
+//
+// With leader election, the term ends early when the Lease is lost: controller-runtime reports it,
+// or the fence closes because the Lease went unrenewed for RenewDeadline (leaderWork). Start then
+// waits until every leader-only runnable has returned (controller-runtime does not) and returns an
+// error wrapping ErrLeadershipLost; when one is still running after GracefulShutdown, it returns
+// an error that does not, and only exiting the process is safe.
 func (op *Operator) Start(ctx context.Context) error {
 	defer op.stopProvider()
-	if err := op.Manager.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	defer op.leaderWork.stop()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(op.leaderWork.fenced, cancel)()
+	err := op.Manager.Start(runCtx)
+	lost := op.opts.LeaderElect && ctx.Err() == nil && (op.leaderWork.isFenced() || isLeadershipLost(err))
+	if !lost {
+		if err == nil || errors.Is(err, context.Canceled) {
+			return nil
+		}
 		return fmt.Errorf("run manager: %w", err)
 	}
-	return nil
+	if err == nil || errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("the Lease went unrenewed for %s", op.opts.RenewDeadline)
+	}
+	if werr := op.leaderWork.wait(op.opts.GracefulShutdown); werr != nil {
+		return fmt.Errorf("run manager: %w; %w", err, werr)
+	}
+	return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+}
+
+// lockInterface returns the Lease lock as the manager option takes it, reporting to the term's
+// fence; nil, not a typed nil, without leader election.
+func lockInterface(lock *resourcelock.LeaseLock, work *leaderWork) resourcelock.Interface {
+	if lock == nil {
+		return nil
+	}
+	return fencedLock{LeaseLock: lock, work: work}
 }
 
 func parseIssuer(s string) (*cmmeta.IssuerReference, error) {

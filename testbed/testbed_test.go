@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,5 +98,45 @@ func TestStartReportsMissingBinaries(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("Start wrote into the assets directory: %v", entries)
+	}
+}
+
+// TestAPIServerProcessPausesTheAPIServer stops the Env's kube-apiserver with SIGSTOP: a request
+// then gets no answer; after SIGCONT the same request is answered again, with the state intact.
+func TestAPIServerProcessPausesTheAPIServer(t *testing.T) {
+	env := testbed.StartForTest(t, testbed.Options{})
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "before-the-pause"}}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	proc, err := env.APIServerProcess()
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
+		return err
+	}
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP kube-apiserver: %v", err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = proc.Signal(syscall.SIGCONT)
+		}
+	}()
+	if err := get(time.Second); err == nil {
+		t.Fatal("the paused kube-apiserver answered; APIServerProcess returned another process")
+	}
+	if err := proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT kube-apiserver: %v", err)
+	}
+	resumed = true
+	if err := get(10 * time.Second); err != nil {
+		t.Fatalf("kube-apiserver did not answer after SIGCONT: %v", err)
 	}
 }

@@ -62,6 +62,12 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader for the leader-only controllers; every replica serves webhooks")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", operator.DefaultLeaseDuration,
+		"with --leader-elect: how long after the leader last renewed its Lease a follower may take leadership over")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", operator.DefaultRenewDeadline,
+		"with --leader-elect: how long the leader tries to renew its Lease before it stops its leader-only controllers and campaigns again; shorter than the lease duration")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", operator.DefaultRetryPeriod,
+		"with --leader-elect: how often the leader renews its Lease and followers try to take it")
 	fs.StringVar(&o.CertMode, "cert-mode", operator.CertModeSelfManaged, "webhook certificates: self-managed or cert-manager")
 	fs.StringVar(&o.CertManagerIssuer, "cert-manager-issuer", "", "with --cert-mode=cert-manager: Issuer/<name> or ClusterIssuer/<name>; empty creates a self-signed chain")
 	budget := memoryBudgetFlag(policy.DefaultMemoryBudget)
@@ -101,6 +107,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 		o.TLSMinVersion = tls.VersionTLS13
 	default:
 		return bad("--tls-min-version %q is not supported; use 1.2 or 1.3", *tlsMin)
+	}
+	if o.LeaderElect {
+		if err := operator.CheckLeaderElectionTimings(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod); err != nil {
+			return bad("%v", err)
+		}
 	}
 	level, err := zapcore.ParseLevel(strings.ToLower(*logLevel))
 	if err != nil {
@@ -182,12 +193,9 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 	// environment and cgroup file, so it sets the same limit again, and returns the decision to log.
 	limit, source, limitErr := operator.TuneMemoryLimit()
 	logMemorySettings(log, os.Getenv, limit, source, limitErr, o.PolicyMemoryBudget)
-	op, err := operator.New(cfg, o)
-	if err != nil {
-		fmt.Fprintln(stderr, "joiner controller:", err)
-		return 1
-	}
-	if err := op.Start(ctx); err != nil {
+	// Run campaigns again in this process when the Lease is lost, so leadership survives an API
+	// server outage also outside a pod (nothing would restart the process).
+	if err := operator.Run(ctx, cfg, o); err != nil {
 		fmt.Fprintln(stderr, "joiner controller:", err)
 		return 1
 	}

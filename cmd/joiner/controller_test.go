@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
 
@@ -95,6 +96,27 @@ func TestControllerFlags(t *testing.T) {
 				t.Errorf("TLSMinVersion %#x, log level %s; want TLS 1.3 and debug", f.opts.TLSMinVersion, f.logLevel)
 			}
 		}},
+		{name: "leader election timings default to controller-runtime's", check: func(t *testing.T, f controllerFlags) {
+			o := f.opts
+			if o.LeaseDuration != 15*time.Second || o.RenewDeadline != 10*time.Second || o.RetryPeriod != 2*time.Second {
+				t.Errorf("lease %s, renew deadline %s, retry period %s; want 15s, 10s, 2s", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+			}
+		}},
+		{name: "leader election timings", args: []string{"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"},
+			check: func(t *testing.T, f controllerFlags) {
+				o := f.opts
+				if o.LeaseDuration != 30*time.Second || o.RenewDeadline != 20*time.Second || o.RetryPeriod != 4*time.Second {
+					t.Errorf("lease %s, renew deadline %s, retry period %s; want 30s, 20s, 4s", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+				}
+			}},
+		{name: "renew deadline not under the lease", args: []string{"--leader-elect-renew-deadline=15s"},
+			wantErr: "joiner controller: --leader-elect-renew-deadline 15s must be shorter than --leader-elect-lease-duration 15s"},
+		{name: "timings unchecked without leader election", args: []string{"--leader-elect=false", "--leader-elect-renew-deadline=15s"},
+			check: func(t *testing.T, f controllerFlags) {
+				if f.opts.LeaderElect {
+					t.Error("leader election on, want off")
+				}
+			}},
 		{name: "bad tls version", args: []string{"--tls-min-version", "1.0"}, wantErr: `joiner controller: --tls-min-version "1.0" is not supported; use 1.2 or 1.3`},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `joiner controller: --log-level "loud": use debug, info or error`},
 		{name: "stray argument", args: []string{"now"}, wantErr: "joiner controller: unexpected arguments [now]"},
