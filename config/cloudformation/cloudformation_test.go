@@ -15,6 +15,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -72,6 +73,7 @@ func TestStackInMoto(t *testing.T) {
 	}
 	t.Logf("created %d stacks in %v", len(installs), time.Since(start).Round(time.Millisecond))
 	iamc := iam.NewFromConfig(m.Config)
+	eb := eventbridge.NewFromConfig(m.Config)
 
 	t.Run("resources and outputs", func(t *testing.T) {
 		for _, in := range installs {
@@ -100,12 +102,40 @@ func TestStackInMoto(t *testing.T) {
 	})
 	t.Run("event rules", func(t *testing.T) {
 		for _, in := range installs {
-			checkRules(ctx, t, eventBridge{cfg: m.Config}, in)
+			checkRules(ctx, t, eb, in)
 		}
 	})
 	t.Run("interruption events reach the controller", func(t *testing.T) {
-		checkInterruption(ctx, t, m, installs[0].stack.Outputs["InterruptionQueueName"])
+		checkInterruption(ctx, t, m, eb, installs[0].stack.Outputs["InterruptionQueueName"])
 	})
+	t.Run("waiting fails", func(t *testing.T) {
+		checkWaitErrors(ctx, t, cf, "joiner-"+installs[0].cluster)
+	})
+}
+
+// checkWaitErrors: WaitCreated ends with an error naming the stack and the cause when the stack
+// does not exist, when its poll interval is not positive and when ctx runs out.
+func checkWaitErrors(ctx context.Context, t *testing.T, cf *cloudformation.Client, created string) {
+	t.Helper()
+	expired, cancel := context.WithDeadline(ctx, time.Now())
+	defer cancel()
+	for _, tc := range []struct {
+		name, stack string
+		ctx         context.Context
+		interval    time.Duration
+		want        []string
+	}{
+		{name: "missing stack", stack: "joiner-absent", ctx: ctx, interval: 10 * time.Millisecond, want: []string{"joiner-absent", "does not exist"}},
+		{name: "no interval", stack: created, ctx: ctx, want: []string{created, "poll interval"}},
+		{name: "ctx ran out", stack: created, ctx: expired, interval: 10 * time.Millisecond, want: []string{created, "wait"}},
+	} {
+		_, err := cf.WaitCreated(tc.ctx, tc.stack, tc.interval)
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: WaitCreated error %v, want one that says %q", tc.name, err, want)
+			}
+		}
+	}
 }
 
 // checkResources: every resource of the template that moto implements is CREATE_COMPLETE, and
@@ -310,9 +340,9 @@ var ruleDetailTypes = []string{
 
 // checkRules: the stack's five rules are enabled, each matches one event type and targets only
 // the stack's queue.
-func checkRules(ctx context.Context, t *testing.T, eb eventBridge, in *installation) {
+func checkRules(ctx context.Context, t *testing.T, eb *eventbridge.Client, in *installation) {
 	t.Helper()
-	rules, err := eb.rules(ctx, "joiner-"+in.cluster+"-")
+	rules, err := listRules(ctx, eb, "joiner-"+in.cluster+"-")
 	if err != nil {
 		t.Fatal(err)
 	}

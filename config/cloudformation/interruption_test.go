@@ -8,6 +8,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,7 +78,7 @@ var interruptionEvents = []interruptionEvent{
 // configured as `--interruption-queue=<the stack's InterruptionQueueName>`: every routed event is
 // received once as its kind, the NodeClaims of the kinds that delete are deleted (the rebalanced
 // one is kept), the queue ends empty, and nothing else arrives.
-func checkInterruption(ctx context.Context, t *testing.T, m *awstest.Moto, queue string) {
+func checkInterruption(ctx context.Context, t *testing.T, m *awstest.Moto, eb *eventbridge.Client, queue string) {
 	t.Helper()
 	scheme, err := apischeme.New()
 	if err != nil {
@@ -109,11 +110,10 @@ func checkInterruption(ctx context.Context, t *testing.T, m *awstest.Moto, queue
 		t.Fatal(err)
 	}
 
-	eb := eventBridge{cfg: m.Config}
 	routed := 0
 	for _, e := range interruptionEvents {
 		id, _ := aws.ParseProviderID(claims[e.name].Status.ProviderID)
-		if err := eb.put(ctx, e.source, e.detailType, e.detail(id)); err != nil {
+		if err := putEvent(ctx, eb, e.source, e.detailType, e.detail(id)); err != nil {
 			t.Fatal(err)
 		}
 		if e.kind != "" {

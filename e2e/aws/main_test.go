@@ -18,12 +18,15 @@ import (
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/config/cloudformation"
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/disruption/planner"
@@ -68,6 +71,10 @@ func setup(m *testing.M) int {
 		}
 	}()
 	if account, err = moto.SeedCluster(ctx, clusterName); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/aws:", err)
+		return 1
+	}
+	if err = useStack(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e/aws:", err)
 		return 1
 	}
@@ -145,6 +152,29 @@ func setup(m *testing.M) int {
 		_ = os.RemoveAll(logDir)
 	}
 	return code
+}
+
+// useStack creates the stack of config/cloudformation/joiner.yaml for the cluster, as an install
+// on EKS does, and points the test at what it created instead of the seeded account's: the node
+// role (EC2NodeClass spec.role) and the interruption queue (with its EventBridge rules).
+func useStack(ctx context.Context) error {
+	cf := cloudformation.NewClient(moto.Config)
+	name := "joiner-" + account.ClusterName
+	if _, err := cf.Create(ctx, name, map[string]string{"ClusterName": account.ClusterName}); err != nil {
+		return err
+	}
+	stack, err := cf.WaitCreated(ctx, name, 100*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	q, err := sqs.NewFromConfig(moto.Config).GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: awssdk.String(stack.Outputs["InterruptionQueueName"])})
+	if err != nil {
+		return fmt.Errorf("the stack's interruption queue: %w", err)
+	}
+	account.RoleName, account.RoleARN = stack.Outputs["NodeRoleName"], stack.Outputs["NodeRoleArn"]
+	account.InstanceProfileName = stack.Outputs["NodeInstanceProfileName"]
+	account.QueueName, account.QueueURL = stack.Outputs["InterruptionQueueName"], awssdk.ToString(q.QueueUrl)
+	return nil
 }
 
 // fileLogger returns a logger writing to a new file at path, and a function closing it.
