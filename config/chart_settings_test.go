@@ -12,8 +12,9 @@ import (
 	"testing"
 )
 
-// karpenterSettingEnv lists the environment variables the chart renders for Karpenter's settings
-// that `joiner controller` has no flag for yet: none of them may appear when no setting is given.
+// karpenterSettingEnv lists the environment variables (Karpenter's names) the chart renders for
+// Karpenter's settings: none of them may appear when no setting is given. The binary reads each
+// (TestChartSettingsReachTheBinary).
 var karpenterSettingEnv = []string{
 	"CLUSTER_CA_BUNDLE", "BATCH_MAX_DURATION", "BATCH_IDLE_DURATION", "PREFERENCE_POLICY", "MIN_VALUES_POLICY",
 	"ISOLATED_VPC", "EKS_CONTROL_PLANE", "ENABLE_ZONAL_SHIFT", "DISABLE_DRY_RUN", "DISABLE_CLUSTER_STATE_OBSERVABILITY",

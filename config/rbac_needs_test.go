@@ -93,6 +93,7 @@ var grantNeeds = []need{
 	{resource: "persistentvolumes", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
 	{group: "storage.k8s.io", resource: "storageclasses", verb: "list", where: "controllers/state/state.go:ReadClusterState"},
 	{group: "storage.k8s.io", resource: "storageclasses", verb: "watch", where: "controllers/state/state.go:ReadClusterState"},
+	{group: "networking.k8s.io", resource: "servicecidrs", verb: "get", where: "providers/aws/clusterinfo.go:ClusterServiceCIDR"},
 	{group: "policy", resource: "poddisruptionbudgets", verb: "list", where: "controllers/disruption/controller.go:ReadState"},
 	{group: "policy", resource: "poddisruptionbudgets", verb: "watch", where: "controllers/disruption/controller.go:ReadState"},
 

@@ -60,6 +60,14 @@ type Options struct {
 	Disruption disruption.Options
 	// AuditInterval is the period of the audit (zero means audit.DefaultInterval).
 	AuditInterval time.Duration
+	// DisableStaticCapacity leaves static NodePools (spec.replicas) unmanaged: no static pool
+	// controller runs, as with Karpenter's StaticCapacity feature gate off. The provisioner and
+	// consolidation ignore static NodePools either way.
+	DisableStaticCapacity bool
+	// DisableClusterStateObservability turns off the metrics that describe the cluster rather than
+	// Joiner's own work (karpenter_pods_state, the pod metrics controller), as Karpenter's
+	// disableClusterStateObservability setting does.
+	DisableClusterStateObservability bool
 }
 
 // Dependencies are what the controllers are built from.
@@ -148,21 +156,34 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 	if err := exp.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("register expiration: %w", err)
 	}
-	static, err := staticpool.NewController(mgr.GetClient(), deps.Clock, mgr.GetEventRecorder(staticpool.ControllerName), deps.Registerer, staticpool.Options{})
-	if err != nil {
-		return fmt.Errorf("register static NodePools: %w", err)
-	}
-	if err := static.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("register static NodePools: %w", err)
-	}
-	pods, err := podmetrics.NewController(mgr.GetClient(), deps.Registerer)
-	if err != nil {
-		return fmt.Errorf("register pod metrics: %w", err)
-	}
-	if err := pods.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("register pod metrics: %w", err)
+	if err := registerOptional(mgr, deps); err != nil {
+		return err
 	}
 	return registerPolicy(mgr, deps)
+}
+
+// registerOptional wires the controllers that options can turn off: static NodePools
+// (DisableStaticCapacity) and the pod metrics (DisableClusterStateObservability).
+func registerOptional(mgr ctrl.Manager, deps Dependencies) error {
+	if !deps.Options.DisableStaticCapacity {
+		static, err := staticpool.NewController(mgr.GetClient(), deps.Clock, mgr.GetEventRecorder(staticpool.ControllerName), deps.Registerer, staticpool.Options{})
+		if err != nil {
+			return fmt.Errorf("register static NodePools: %w", err)
+		}
+		if err := static.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("register static NodePools: %w", err)
+		}
+	}
+	if !deps.Options.DisableClusterStateObservability {
+		pods, err := podmetrics.NewController(mgr.GetClient(), deps.Registerer)
+		if err != nil {
+			return fmt.Errorf("register pod metrics: %w", err)
+		}
+		if err := pods.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("register pod metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // RegisterNodeLifecycle wires the controllers that take a NodeClaim from creation to deletion:

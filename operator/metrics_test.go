@@ -63,6 +63,7 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 		"joiner_audit_violations gauge {enforcement_action,policy}",
 		"joiner_build_info gauge {commit,goarch,goversion,version}",
 		"joiner_garbage_collection_instances_terminated_total counter {}",
+		"joiner_nodeclaims_adopted_total counter {nodepool}",
 		"joiner_nodeclaims_initialized_total counter {nodepool}",
 		"joiner_tenancy_refused_nodeclaims_total counter {controller,nodepool}",
 		"joiner_webhook_cert_expiry_timestamp_seconds gauge {cert}",

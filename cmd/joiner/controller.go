@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -16,7 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/operator"
@@ -32,6 +33,8 @@ type controllerFlags struct {
 	logLevel      zapcore.Level
 	cloudProvider string
 	aws           awsFlags
+	// karp holds what Karpenter's settings resolve to beyond opts and aws (settings.go).
+	karp karpenterSettings
 }
 
 // awsFlags are the settings of --cloud-provider=aws. Region, credentials and endpoints come from
@@ -74,15 +77,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.Var(&budget, "policy-memory-budget", "how much the heap may grow while the ProvisioningPolicies of one admission or audited object are evaluated, "+
 		"as a `quantity` of bytes such as 256Mi or 1Gi; a policy evaluated past it fails (a Deny policy then denies). 0 or a negative value disables the budget")
 	tlsMin := fs.String("tls-min-version", "1.2", "lowest TLS version the webhook accepts: 1.2 or 1.3")
-	logLevel := fs.String("log-level", "info", "log level: debug, info or error")
-	fs.StringVar(&f.aws.clusterName, "cluster-name", "", "name of the cluster; tags cloud instances and launch templates (required with --cloud-provider=aws)")
 	fs.StringVar(&f.cloudProvider, "cloud-provider", "local", "cloud provider: local (instances simulated as kwok Nodes) or aws (EC2)")
-	fs.StringVar(&f.aws.clusterEndpoint, "cluster-endpoint", "", "with aws: API server URL nodes join; empty asks eks:DescribeCluster")
 	fs.StringVar(&f.aws.endpointURL, "aws-endpoint-url", "", "with aws: send every AWS call to this URL (tests against an emulator); empty uses the SDK's chain (AWS_ENDPOINT_URL...)")
-	fs.StringVar(&f.aws.interruptionQueue, "interruption-queue", "", "with aws: name of the SQS queue of EC2 interruption events (Karpenter's settings.interruptionQueue)")
-	fs.Float64Var(&f.aws.vmMemoryOverheadPercent, "vm-memory-overhead-percent", aws.DefaultVMMemoryOverheadPercent, "with aws: share of an instance type's memory taken off for the hypervisor")
-	fs.IntVar(&f.aws.reservedENIs, "reserved-enis", 0, "with aws: network interfaces kept out of the ENI-limited pod density")
 	o.Controllers.Disruption.BindFlags(fs)
+	// Karpenter's settings, as flags and environment variables (settings.go).
+	settings := bindSettings(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: joiner controller [flags]\n\nRuns the operator. Flags:")
 		fs.PrintDefaults()
@@ -91,6 +90,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 		if errors.Is(err, flag.ErrHelp) {
 			return f, err
 		}
+		reportUnknownFlag(fs, err, stderr)
 		return f, errBadFlags // the flag package has printed the error and the usage
 	}
 	bad := func(format string, a ...any) (controllerFlags, error) {
@@ -99,6 +99,13 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	}
 	if fs.NArg() > 0 {
 		return bad("unexpected arguments %v", fs.Args())
+	}
+	if err := settings.resolve(&f, os.LookupEnv, os.Environ()); err != nil {
+		return bad("%v", err)
+	}
+	if settings.printSettings {
+		printSettings(stderr, &f)
+		return f, flag.ErrHelp
 	}
 	switch *tlsMin {
 	case "1.2":
@@ -113,11 +120,6 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 			return bad("%v", err)
 		}
 	}
-	level, err := zapcore.ParseLevel(strings.ToLower(*logLevel))
-	if err != nil {
-		return bad("--log-level %q: use debug, info or error", *logLevel)
-	}
-	f.logLevel = level
 	o.PolicyMemoryBudget = budget.engineBudget()
 	switch f.cloudProvider {
 	case local.Name:
@@ -138,14 +140,24 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 }
 
 // awsFactory returns the AWS provider's factory for the flags: the SDK's standard configuration
-// (with --aws-endpoint-url), and the apiserver's version for the EC2NodeClass controller's alias
-// terms.
+// (with --aws-endpoint-url), the apiserver's version for the EC2NodeClass controller's alias
+// terms, and what nodes need to join from Joiner's own kube client where the settings leave it
+// out: its certificate authority, and a reader of the cluster's service CIDR.
 func (f controllerFlags) awsFactory(cfg *rest.Config, log logr.Logger) (cloudprovider.Factory, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	return aws.Factory(f.awsFactoryOptions(log, nodeclass.VersionFromDiscovery(dc, nil))), nil
+	opts := f.awsFactoryOptions(log, nodeclass.VersionFromDiscovery(dc, nil))
+	if opts.ClusterCABundle == "" {
+		if opts.ClusterCABundle, err = aws.CABundleFromRESTConfig(cfg); err != nil {
+			return nil, fmt.Errorf("--cluster-ca-bundle is not set: %w", err)
+		}
+	}
+	if opts.ClusterReader, err = client.New(cfg, client.Options{}); err != nil {
+		return nil, fmt.Errorf("client of the cluster's service CIDR: %w", err)
+	}
+	return aws.Factory(opts), nil
 }
 
 // awsFactoryOptions maps the flags onto aws.FactoryOptions.
@@ -154,12 +166,15 @@ func (f controllerFlags) awsFactoryOptions(log logr.Logger, version func(context
 		Options: aws.Options{
 			ClusterName:             f.aws.clusterName,
 			ClusterEndpoint:         f.aws.clusterEndpoint,
+			ClusterCABundle:         f.karp.caBundle,
+			ServiceCIDR:             f.karp.serviceCIDR,
 			Log:                     log.WithName("aws-provider"),
 			VMMemoryOverheadPercent: f.aws.vmMemoryOverheadPercent,
 			ReservedENIs:            f.aws.reservedENIs,
 		},
-		ConfigOptions:     aws.ConfigOptions{EndpointURL: f.aws.endpointURL},
-		NodeClass:         nodeclass.Options{KubernetesVersion: version},
+		ConfigOptions: aws.ConfigOptions{EndpointURL: f.aws.endpointURL},
+		NodeClass: nodeclass.Options{KubernetesVersion: version, AMITTL: f.karp.amiRefresh, SubnetTTL: f.karp.subnetRefresh,
+			DisableCapacityReservations: !f.karp.gates["ReservedCapacity"]},
 		InterruptionQueue: f.aws.interruptionQueue,
 	}
 }
@@ -170,21 +185,37 @@ func runController(ctx context.Context, args []string, stderr io.Writer) int {
 		return flagExit(err)
 	}
 	o := f.opts
-	log := zap.New(zap.Level(f.logLevel), zap.WriteTo(stderr))
+	log, closeLog, err := f.newLogger(os.Stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "joiner controller:", err)
+		return 1
+	}
+	defer closeLog()
 	ctrl.SetLogger(log)
 	o.Log = log
+	for _, note := range f.karp.notes {
+		log.Info("a Karpenter setting was given that changes nothing in Joiner", "setting", note)
+	}
 	o.BuildInfo = operator.BuildInfo{Version: version, Commit: commit}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintln(stderr, "joiner controller: no Kubernetes configuration (in-cluster, $KUBECONFIG or ~/.kube/config):", err)
 		return 1
 	}
+	cfg.QPS, cfg.Burst = f.karp.kubeQPS, f.karp.kubeBurst
 	switch f.cloudProvider {
 	case local.Name:
 		o.CloudProvider = local.Factory(local.Options{Log: log.WithName("local-provider")})
 	case aws.Name:
 		if o.CloudProvider, err = f.awsFactory(cfg, log); err != nil {
 			fmt.Fprintln(stderr, "joiner controller: aws provider:", err)
+			return 1
+		}
+	}
+	if f.karp.memoryLimit > 0 {
+		// Karpenter's MEMORY_LIMIT is the container limit operator.TuneGoGC reads as JOINER_MEMORY_LIMIT.
+		if err := os.Setenv(operator.MemoryLimitEnv, strconv.FormatInt(f.karp.memoryLimit, 10)); err != nil {
+			fmt.Fprintln(stderr, "joiner controller: --memory-limit:", err)
 			return 1
 		}
 	}

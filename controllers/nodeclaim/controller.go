@@ -74,15 +74,17 @@ type stage interface {
 	Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error)
 }
 
-// Controller reconciles NodeClaims through the lifecycle stages, in order: finalizer, launch,
-// registration, initialization, liveness. NodeClaims being deleted are left to the termination
+// Controller reconciles NodeClaims through the lifecycle stages, in order: finalizer, adoption,
+// launch, registration, initialization, liveness. NodeClaims being deleted are left to the termination
 // controller.
 type Controller struct {
-	kube   client.Client
-	clock  clock.Clock
-	opts   Options
-	launch *launch
-	stages []stage
+	kube     client.Client
+	clock    clock.Clock
+	opts     Options
+	recorder events.EventRecorder
+	metrics  *Metrics
+	launch   *launch
+	stages   []stage
 }
 
 // NewController returns a lifecycle controller. kube should be a manager's cached client (the
@@ -98,12 +100,15 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk cl
 	opts = opts.withDefaults()
 	l := &launch{kube: kube, cloud: cloud, clock: clk, recorder: recorder, metrics: m, cache: newLaunchCache()}
 	return &Controller{
-		kube:   kube,
-		clock:  clk,
-		opts:   opts,
-		launch: l,
+		kube:     kube,
+		clock:    clk,
+		opts:     opts,
+		recorder: recorder,
+		metrics:  m,
+		launch:   l,
 		stages: []stage{
 			&finalizer{},
+			adoption{},
 			l,
 			&registration{kube: kube, clock: clk, recorder: recorder, metrics: m},
 			&initialization{kube: kube, clock: clk, metrics: m},
@@ -152,7 +157,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	setReady(nc, c.clock.Now())
-	if err := c.write(ctx, stored, nc); err != nil {
+	metadataWritten, err := c.write(ctx, stored, nc)
+	if metadataWritten && adopted(stored, nc) {
+		// The mark is stored: this is the one pass that adopted the NodeClaim.
+		reportAdoption(ctx, c.recorder, c.metrics, nc)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			// Deleted while we launched: terminate the instance nobody else knows about.
 			errs = append(errs, c.launch.abandon(ctx, nc.Name, ""))
@@ -199,23 +209,26 @@ func (c *Controller) reconcileDeleting(ctx context.Context, nc *karpv1.NodeClaim
 }
 
 // write patches the NodeClaim's metadata and then its status, each only when changed, and each
-// guarded by the resource version so that concurrent writers are not overwritten.
-func (c *Controller) write(ctx context.Context, stored, nc *karpv1.NodeClaim) error {
+// guarded by the resource version so that concurrent writers are not overwritten. It reports
+// whether it patched the metadata (even when the status patch then failed).
+func (c *Controller) write(ctx context.Context, stored, nc *karpv1.NodeClaim) (bool, error) {
 	status := nc.Status.DeepCopy()
+	metadataWritten := false
 	if !equality.Semantic.DeepEqual(stored.ObjectMeta, nc.ObjectMeta) {
 		if err := c.kube.Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("patch nodeclaim %s: %w", nc.Name, err)
+			return false, fmt.Errorf("patch nodeclaim %s: %w", nc.Name, err)
 		}
+		metadataWritten = true
 		// The patch response carries the stored status; compare against it from now on.
 		stored = nc.DeepCopy()
 		nc.Status = *status
 	}
 	if !equality.Semantic.DeepEqual(stored.Status, nc.Status) {
 		if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
+			return metadataWritten, fmt.Errorf("patch nodeclaim %s status: %w", nc.Name, err)
 		}
 	}
-	return nil
+	return metadataWritten, nil
 }
 
 // SetupWithManager registers the provider-ID indexes and the controller with mgr. The controller

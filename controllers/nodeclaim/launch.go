@@ -45,11 +45,18 @@ type launch struct {
 	cache    *launchCache
 }
 
-// Reconcile launches the NodeClaim unless it is Launched already.
+// Reconcile launches the NodeClaim unless it is Launched already. A NodeClaim whose status names
+// an instance but is not Launched (written so by another controller) is marked Launched rather
+// than given a second instance. The NodeClaims it launches are marked OriginLaunched.
 func (l *launch) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
 	if isTrue(nc, karpv1.ConditionTypeLaunched) {
 		// The launch is on record; nothing more to remember.
 		l.cache.forget(nc)
+		return reconcile.Result{}, nil
+	}
+	if _, ok := l.cache.get(nc); !ok && nc.Status.ProviderID != "" {
+		nc.SetCondition(l.clock.Now(), karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched,
+			"status.providerID was set before Joiner launched it")
 		return reconcile.Result{}, nil
 	}
 	// A launch whose result could not be written yet is reused rather than repeated, so that a
@@ -68,6 +75,7 @@ func (l *launch) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 	}
 	nc.Labels = merged(nc.Labels, created.Labels)
 	nc.Annotations = merged(nc.Annotations, created.Annotations)
+	nc.Annotations = merged(nc.Annotations, map[string]string{OriginAnnotationKey: OriginLaunched})
 	nc.Status.ProviderID = created.Status.ProviderID
 	nc.Status.ImageID = created.Status.ImageID
 	nc.Status.Capacity = created.Status.Capacity.DeepCopy()

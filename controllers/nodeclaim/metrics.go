@@ -38,6 +38,9 @@ type Metrics struct {
 	// Initialized is joiner_nodeclaims_initialized_total{nodepool}: NodeClaims whose Node became
 	// initialized. Karpenter v1.14 has no such counter (it reports status conditions instead).
 	Initialized *prometheus.CounterVec
+	// Adopted is joiner_nodeclaims_adopted_total{nodepool}: NodeClaims Joiner found launched
+	// already (by Karpenter, before Joiner took over) and adopted.
+	Adopted *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg; nil skips registration. Metrics
@@ -51,9 +54,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			[]string{metrics.NodePoolLabel, metrics.ZoneLabel}),
 		Initialized: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Joiner, Subsystem: "nodeclaims", Name: "initialized_total",
 			Help: "NodeClaims whose Node became initialized."}, []string{metrics.NodePoolLabel}),
+		Adopted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Joiner, Subsystem: "nodeclaims", Name: "adopted_total",
+			Help: "NodeClaims found launched before Joiner managed them (by Karpenter) and adopted."}, []string{metrics.NodePoolLabel}),
 	}
 	r := metrics.NewRegistrar(reg)
-	for _, c := range []**prometheus.CounterVec{&m.Disrupted, &m.NodesCreated, &m.Initialized} {
+	for _, c := range []**prometheus.CounterVec{&m.Disrupted, &m.NodesCreated, &m.Initialized, &m.Adopted} {
 		*c = metrics.Add(r, *c)
 	}
 	return metrics.Done(r, m)

@@ -60,8 +60,10 @@ type FactoryOptions struct {
 // Factory returns the operator's cloudprovider.Factory for AWS: a Provider on the operator's
 // client, with the controllers it owns: the EC2NodeClass controller (package nodeclass), the
 // refresher that reads instance types and spot prices at start and then periodically (on every
-// replica), the launch-template garbage collector (on the leader) and, with an interruption
-// queue, the interruption controller (package interruption, on the leader).
+// replica), the launch-template garbage collector (on the leader), the tagger that gives the
+// instances of registered NodeClaims their Name and karpenter.sh/nodeclaim tags (on the leader)
+// and, with an interruption queue, the interruption controller (package interruption, on the
+// leader).
 func Factory(opts FactoryOptions) cloudprovider.Factory {
 	return func(ctx context.Context, kube client.Client) (cloudprovider.CloudProvider, []cloudprovider.Controller, error) {
 		if opts.ClusterName == "" {
@@ -125,6 +127,7 @@ func Factory(opts FactoryOptions) cloudprovider.Factory {
 				spot:     orDefault(opts.SpotPriceRefreshInterval, DefaultSpotPriceRefreshInterval),
 				retryMin: refreshRetryMin, retryMax: refreshRetryMax},
 			&templateCollector{p: p, log: log, clock: po.Clock, every: orDefault(opts.LaunchTemplateGCInterval, DefaultLaunchTemplateGCInterval)},
+			newTagger(kube, p, po.Clock, log.WithName("tagging")),
 		}
 		if opts.InterruptionQueue != "" {
 			queue := opts.SQS

@@ -111,8 +111,11 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 }
 
 // List returns a NodeClaim for every instance of the cluster the provider launched and that is
-// not terminated: instances tagged kubernetes.io/cluster/<cluster> and karpenter.sh/nodepool
-// (DescribeInstances, paginated), ordered by provider ID.
+// not terminated: instances tagged kubernetes.io/cluster/<cluster>=owned and karpenter.sh/nodepool
+// (DescribeInstances, paginated), ordered by provider ID. Karpenter launches with the same tags,
+// so the instances Karpenter left in the cluster are listed too: garbage collection keeps those a
+// NodeClaim names and terminates the others, as it does Joiner's own, and never an instance of
+// another cluster.
 func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 	pages := ec2.NewDescribeInstancesPaginator(p.opts.EC2, &ec2.DescribeInstancesInput{
 		Filters: []ec2types.Filter{

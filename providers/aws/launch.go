@@ -18,6 +18,7 @@ import (
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
+	"github.com/joiner-dev/joiner/providers/aws/nodeclass"
 	"github.com/joiner-dev/joiner/requirements"
 )
 
@@ -300,11 +301,11 @@ func (p *Provider) launchTemplateConfigs(ctx context.Context, nodeClaim *karpv1.
 	if len(amis) == 0 {
 		return nil, nil, cloudprovider.NewInsufficientCapacityError("", "", capacityType, errors.New("every subnet of the allowed zones is out of addresses"))
 	}
-	ci, err := p.clusterInfo(ctx)
-	if err != nil {
-		return nil, nil, cloudprovider.NewCreateError(err, ReasonLaunchTemplateFailed, "the cluster's endpoint is unknown")
-	}
 	family := nc.AMIFamily()
+	ci := p.clusterInfo(ctx)
+	if err := ci.requireFor(family, p.opts.ClusterName); err != nil {
+		return nil, nil, cloudprovider.NewCreateError(err, ReasonLaunchTemplateFailed, "what nodes need to join the cluster is unknown")
+	}
 	userData, err := renderUserData(family, bootstrap{
 		ClusterName: p.opts.ClusterName, Endpoint: ci.endpoint, CABundle: ci.caBundle, ServiceCIDR: ci.serviceCIDR,
 		Kubelet: nc.Spec.Kubelet, Labels: nodeClaim.Labels, Taints: cloudprovider.RegistrationTaints(nodeClaim),
@@ -421,13 +422,13 @@ func (p *Provider) launched(nodeClaim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass,
 
 	out := nodeClaim.DeepCopy()
 	out.Labels = labels
-	if h, ok := nc.Annotations[awsv1.AnnotationEC2NodeClassHash]; ok {
-		if out.Annotations == nil {
-			out.Annotations = map[string]string{}
-		}
-		out.Annotations[awsv1.AnnotationEC2NodeClassHash] = h
-		out.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion]
+	// The hash of the spec the instance was launched from, whether or not the class's annotation
+	// has caught up with that spec yet.
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
 	}
+	out.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeclass.Hash(nc)
+	out.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = nodeclass.HashVersion
 	out.Status.ProviderID = ProviderID(zone, id)
 	out.Status.ImageID = bt.ami
 	out.Status.Capacity = bt.it.Capacity.DeepCopy()

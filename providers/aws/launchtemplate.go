@@ -25,6 +25,11 @@ import (
 // cluster name and a hash of the template's content follow.
 const LaunchTemplateNamePrefix = "joiner/"
 
+// KarpenterLaunchTemplateNamePrefix starts the name of every launch template Karpenter creates (a
+// hash follows). Those tagged eks:eks-cluster-name with this cluster's name are adopted: collected
+// when unused and deleted with their EC2NodeClass, like the provider's own.
+const KarpenterLaunchTemplateNamePrefix = "karpenter.k8s.aws/"
+
 // DefaultLaunchTemplateIdleTTL is how long a launch template may go unused before garbage
 // collection deletes it.
 const DefaultLaunchTemplateIdleTTL = 10 * time.Minute
@@ -282,9 +287,13 @@ func (l *launchTemplates) clusterFilter() ec2types.Filter {
 }
 
 // collect deletes this cluster's launch templates that no launch used for the idle TTL (those
-// this process never used count from their creation time). It returns the names it deleted.
+// this process never used count from their creation time). The cluster's are those tagged
+// eks:eks-cluster-name with its name and named by the provider or by Karpenter (whose templates
+// Joiner never launches from, so they go once the idle TTL after their creation has passed, as
+// Karpenter itself deletes its templates a minute after their last use). It returns the names it
+// deleted.
 func (l *launchTemplates) collect(ctx context.Context) ([]string, error) {
-	prefix := LaunchTemplateNamePrefix + l.clusterName + "/"
+	prefixes := []string{LaunchTemplateNamePrefix + l.clusterName + "/", KarpenterLaunchTemplateNamePrefix}
 	now := l.clock.Now()
 	var stale []string
 	pages := ec2.NewDescribeLaunchTemplatesPaginator(l.api, &ec2.DescribeLaunchTemplatesInput{
@@ -298,7 +307,7 @@ func (l *launchTemplates) collect(ctx context.Context) ([]string, error) {
 		l.mu.Lock()
 		for _, t := range out.LaunchTemplates {
 			name := aws.ToString(t.LaunchTemplateName)
-			if !strings.HasPrefix(name, prefix) {
+			if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 				continue
 			}
 			last := aws.ToTime(t.CreateTime)
@@ -315,7 +324,8 @@ func (l *launchTemplates) collect(ctx context.Context) ([]string, error) {
 	return stale, l.delete(ctx, stale)
 }
 
-// deleteForNodeClass deletes every launch template of the cluster made for the EC2NodeClass.
+// deleteForNodeClass deletes every launch template of the cluster made for the EC2NodeClass
+// (tagged eks:eks-cluster-name and karpenter.k8s.aws/ec2nodeclass), Karpenter's included.
 func (l *launchTemplates) deleteForNodeClass(ctx context.Context, nodeClass string) error {
 	var names []string
 	pages := ec2.NewDescribeLaunchTemplatesPaginator(l.api, &ec2.DescribeLaunchTemplatesInput{

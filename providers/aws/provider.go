@@ -10,8 +10,6 @@ import (
 
 	"github.com/joiner-dev/joiner/controllers/defaults"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,12 +49,17 @@ type Options struct {
 	Region string
 	// EC2 is the EC2 client. Required.
 	EC2 EC2API
-	// EKS, when set, is asked for the cluster's endpoint, certificate authority and service
-	// CIDR that ClusterEndpoint, ClusterCABundle and ServiceCIDR leave empty.
+	// EKS, when set, is the last source of what nodes need to join: eks:DescribeCluster is asked
+	// for the endpoint, certificate authority and service CIDR that no other source gave.
 	EKS EKSAPI
-	// ClusterEndpoint is the API server URL nodes join; ClusterCABundle its base64 PEM CA bundle;
-	// ServiceCIDR the service IPv4 CIDR (for AL2023 nodes).
+	// ClusterEndpoint is the API server URL nodes join; ClusterCABundle its base64 PEM CA bundle
+	// (Karpenter's clusterCABundle; the binary defaults it to the CA of its own kube client);
+	// ServiceCIDR the service CIDR (AL2023 nodes need it). Empty ones come from the other sources
+	// (clusterinfo.go).
 	ClusterEndpoint, ClusterCABundle, ServiceCIDR string
+	// ClusterReader, when set and ServiceCIDR is empty, reads the service CIDR from the cluster's
+	// own ServiceCIDR object (ClusterServiceCIDR): one get, no watch, so an uncached reader fits.
+	ClusterReader client.Reader
 	// Catalog prices instance types and is the offline fallback; nil means catalog.Load().
 	Catalog *catalog.Catalog
 	// Clock times caches; nil means the real clock.
@@ -97,6 +100,8 @@ type Provider struct {
 
 	clusterMu sync.Mutex
 	cluster   *clusterInfo
+	// clusterAt is when cluster was found; an incomplete one is looked up again ClusterInfoRetry later.
+	clusterAt time.Time
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
@@ -257,42 +262,4 @@ func (p *Provider) GetInstanceTypes(ctx context.Context, nodePool *karpv1.NodePo
 		return nil, fmt.Errorf("get instance types: %w", err)
 	}
 	return slices.Clone(built.types), nil
-}
-
-// clusterInfo is what nodes need to join.
-type clusterInfo struct {
-	endpoint, caBundle, serviceCIDR string
-}
-
-// clusterInfo returns the cluster's endpoint, CA bundle and service CIDR: the configured ones,
-// the rest from eks:DescribeCluster (asked once).
-func (p *Provider) clusterInfo(ctx context.Context) (clusterInfo, error) {
-	p.clusterMu.Lock()
-	defer p.clusterMu.Unlock()
-	if p.cluster != nil {
-		return *p.cluster, nil
-	}
-	ci := clusterInfo{endpoint: p.opts.ClusterEndpoint, caBundle: p.opts.ClusterCABundle, serviceCIDR: p.opts.ServiceCIDR}
-	if (ci.endpoint == "" || ci.caBundle == "" || ci.serviceCIDR == "") && p.opts.EKS != nil {
-		out, err := p.opts.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(p.opts.ClusterName)})
-		if err != nil {
-			return clusterInfo{}, fmt.Errorf("describe EKS cluster %s for its endpoint and CA (or set --cluster-endpoint): %w", p.opts.ClusterName, err)
-		}
-		if c := out.Cluster; c != nil {
-			if ci.endpoint == "" {
-				ci.endpoint = aws.ToString(c.Endpoint)
-			}
-			if ci.caBundle == "" && c.CertificateAuthority != nil {
-				ci.caBundle = aws.ToString(c.CertificateAuthority.Data)
-			}
-			if ci.serviceCIDR == "" && c.KubernetesNetworkConfig != nil {
-				ci.serviceCIDR = aws.ToString(c.KubernetesNetworkConfig.ServiceIpv4Cidr)
-			}
-		}
-	}
-	if ci.endpoint == "" {
-		return clusterInfo{}, fmt.Errorf("the API server endpoint of cluster %s is unknown: set --cluster-endpoint or allow eks:DescribeCluster", p.opts.ClusterName)
-	}
-	p.cluster = &ci
-	return ci, nil
 }

@@ -62,7 +62,7 @@ capacityBuffer: CapacityBuffer
 {{- end }}
 
 {{/*
-The settings with no flag yet, as Karpenter's environment variables (EnvVar list items), and the
+The other settings as Karpenter's environment variables (EnvVar list items; joiner controller reads each, see --print-settings), and the
 log outputs. Strings render when not empty, booleans that default to false when true,
 ignoreDRARequests (default true) whenever set.
 */}}

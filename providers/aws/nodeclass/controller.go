@@ -145,8 +145,9 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // syncMetadata adds the termination finalizer, records the name of the managed instance profile
 // (before creating it, so termination always knows what to delete) and writes the drift hash
-// annotations. It reports whether it patched the class. When the hash version changed it
-// re-stamps the class's NodeClaims.
+// annotations. It reports whether it patched the class. When the class carries another hash
+// version (an older one, or Karpenter's, on a class Joiner takes over), it first re-stamps the
+// class's NodeClaims, so that a failure is retried while the class still has the old version.
 func (c *Controller) syncMetadata(ctx context.Context, nc *awsv1.EC2NodeClass) (bool, error) {
 	base := nc.DeepCopy()
 	controllerutil.AddFinalizer(nc, awsv1.TerminationFinalizer)
@@ -156,19 +157,19 @@ func (c *Controller) syncMetadata(ctx context.Context, nc *awsv1.EC2NodeClass) (
 	if nc.Spec.Role != "" && nc.Annotations[awsv1.AnnotationInstanceProfile] == "" {
 		nc.Annotations[awsv1.AnnotationInstanceProfile] = managedProfileName(c.opts.ClusterName, c.opts.Region, nc)
 	}
-	oldVersion, hadVersion := base.Annotations[awsv1.AnnotationEC2NodeClassHashVersion]
-	nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = Hash(nc)
+	hash := Hash(nc)
+	if base.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != HashVersion {
+		if err := c.restampNodeClaims(ctx, nc.Name, hash); err != nil {
+			return false, err
+		}
+	}
+	nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = hash
 	nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = HashVersion
 	if equalMetadata(base, nc) {
 		return false, nil
 	}
 	if err := c.kube.Patch(ctx, nc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, fmt.Errorf("update metadata of EC2NodeClass %s: %w", nc.Name, err)
-	}
-	if hadVersion && oldVersion != HashVersion {
-		if err := c.restampNodeClaims(ctx, nc); err != nil {
-			return true, err
-		}
 	}
 	return true, nil
 }
@@ -190,32 +191,36 @@ func equalMetadata(a, b *awsv1.EC2NodeClass) bool {
 	return true
 }
 
-// restampNodeClaims gives the class's NodeClaims the new hash and version, so that a change of
-// the hash algorithm never drifts nodes. NodeClaims already Drifted keep theirs.
-func (c *Controller) restampNodeClaims(ctx context.Context, nc *awsv1.EC2NodeClass) error {
-	claims, err := c.nodeClaimsOf(ctx, nc.Name)
+// restampNodeClaims gives the class's NodeClaims of another hash version the current version and
+// hash, so that a change of the hash algorithm (or of the controller computing it) never drifts
+// nodes. A NodeClaim already Drifted gets the version but keeps its hash, so it stays drifted.
+func (c *Controller) restampNodeClaims(ctx context.Context, class, hash string) error {
+	claims, err := c.nodeClaimsOf(ctx, class)
 	if err != nil {
 		return err
 	}
+	restamped := 0
 	for i := range claims {
 		claim := &claims[i]
 		if claim.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == HashVersion {
-			continue
-		}
-		if cond := claim.StatusCondition(karpv1.ConditionTypeDrifted); cond != nil && cond.Status == "True" {
 			continue
 		}
 		base := claim.DeepCopy()
 		if claim.Annotations == nil {
 			claim.Annotations = map[string]string{}
 		}
-		claim.Annotations[awsv1.AnnotationEC2NodeClassHash] = nc.Annotations[awsv1.AnnotationEC2NodeClassHash]
+		if cond := claim.StatusCondition(karpv1.ConditionTypeDrifted); cond == nil || cond.Status != "True" {
+			claim.Annotations[awsv1.AnnotationEC2NodeClassHash] = hash
+		}
 		claim.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = HashVersion
 		if err := c.kube.Patch(ctx, claim, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("re-stamp NodeClaim %s with EC2NodeClass %s hash version %s: %w", claim.Name, nc.Name, HashVersion, err)
+			return fmt.Errorf("re-stamp NodeClaim %s with EC2NodeClass %s hash version %s: %w", claim.Name, class, HashVersion, err)
 		}
+		restamped++
 	}
-	log.FromContext(ctx).Info("re-stamped NodeClaims with the new hash version", "version", HashVersion, "nodeClaims", len(claims))
+	if restamped > 0 {
+		log.FromContext(ctx).Info("re-stamped NodeClaims with the current hash version", "version", HashVersion, "nodeClaims", restamped)
+	}
 	return nil
 }
 

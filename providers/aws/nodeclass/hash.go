@@ -11,7 +11,12 @@ import (
 // HashVersion is the version of Hash's algorithm, written next to the hash in
 // karpenter.k8s.aws/ec2nodeclass-hash-version. Static drift compares hashes only between equal
 // versions, and the controller re-stamps a class's NodeClaims when it changes.
-const HashVersion = awsv1.EC2NodeClassHashVersion
+//
+// Hash is not Karpenter's algorithm (awsv1.EC2NodeClassHashVersion), so it must not claim
+// Karpenter's version: when Joiner takes a cluster over from Karpenter, the class's version
+// differs from this one and the NodeClaims Karpenter launched are re-stamped with Joiner's hash
+// instead of all drifting at once; when Karpenter takes it back, it re-stamps them the same way.
+const HashVersion = "joiner-v1"
 
 // Hash returns the static drift hash of the class: the decimal string of a 64-bit hashstructure
 // (FormatV2, SlicesAsSets, IgnoreZeroValue, ZeroNil) hash of its spec and its effective AMI family.

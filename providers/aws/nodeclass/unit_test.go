@@ -303,10 +303,14 @@ func TestCachesFollowTTLs(t *testing.T) {
 }
 
 // TestHashVersionChangeRestampsNodeClaims: when the class's hash version changes, its NodeClaims
-// get the new hash and version unless they already drifted; other classes' NodeClaims are left
-// alone.
+// get the new hash and version (a drifted one only the version, so that it stays drifted); other
+// classes' NodeClaims are left alone. The old stamp is Karpenter's, as on a cluster Joiner takes
+// over: its NodeClaims must not all drift because Joiner hashes differently.
 func TestHashVersionChangeRestampsNodeClaims(t *testing.T) {
-	oldStamp := map[string]string{awsv1.AnnotationEC2NodeClassHash: "123", awsv1.AnnotationEC2NodeClassHashVersion: "v4"}
+	if HashVersion == awsv1.EC2NodeClassHashVersion {
+		t.Fatalf("HashVersion is Karpenter's %s, but Hash is not Karpenter's algorithm", HashVersion)
+	}
+	oldStamp := map[string]string{awsv1.AnnotationEC2NodeClassHash: "123", awsv1.AnnotationEC2NodeClassHashVersion: awsv1.EC2NodeClassHashVersion}
 	claim := func(name, class string, annotations map[string]string, drifted bool) *karpv1.NodeClaim {
 		c := controllertest.NodeClaim(name, "default")
 		c.Annotations = annotations
@@ -331,7 +335,8 @@ func TestHashVersionChangeRestampsNodeClaims(t *testing.T) {
 	}
 	newStamp := map[string]string{awsv1.AnnotationEC2NodeClassHash: Hash(nc), awsv1.AnnotationEC2NodeClassHashVersion: HashVersion}
 	for name, want := range map[string]map[string]string{
-		"stale": newStamp, "drifted": oldStamp, "other-class": oldStamp,
+		"stale": newStamp, "other-class": oldStamp,
+		"drifted": {awsv1.AnnotationEC2NodeClassHash: "123", awsv1.AnnotationEC2NodeClassHashVersion: HashVersion},
 		"current": {awsv1.AnnotationEC2NodeClassHash: "9", awsv1.AnnotationEC2NodeClassHashVersion: HashVersion},
 	} {
 		got := &karpv1.NodeClaim{}
