@@ -137,54 +137,67 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 // NeedLeaderElection makes disruption run on the leader only.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
-// Start runs passes until ctx ends: right after a pass that started a command, otherwise every
-// polling period.
+// Start runs passes until ctx ends: right after a pass that started a command, soon after one
+// that found the cache behind this process's own writes, otherwise every polling period.
 func (c *Controller) Start(ctx context.Context) error {
 	for {
-		acted, err := c.Pass(ctx)
+		res, err := c.pass(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
+		wait := c.opts.PollingPeriod
+		switch {
+		case err != nil:
 			c.log.Error(err, "disruption pass failed")
-		}
-		if acted && err == nil {
+		case res == passStarted:
 			continue
+		case res == passUnsynced:
+			wait = min(wait, cacheSyncRetry)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.clock.After(c.opts.PollingPeriod):
+		case <-c.clock.After(wait):
 		}
 	}
 }
 
 // Pass runs one disruption pass: it moves the commands in flight along, removes stale disruption
 // taints, plans, validates after the delay and starts the command. It reports whether it started
-// one.
+// one. It plans nothing while the cache does not show every replacement this process created.
 func (c *Controller) Pass(ctx context.Context) (bool, error) {
+	res, err := c.pass(ctx)
+	return res == passStarted, err
+}
+
+// pass is Pass, saying why it started nothing.
+func (c *Controller) pass(ctx context.Context) (passResult, error) {
 	snapshot, pdbs, err := c.read(ctx)
 	if err != nil {
-		return false, err
+		return passIdle, err
 	}
 	now := c.clock.Now()
 	if err := c.progress(ctx, snapshot, now); err != nil {
-		return false, err
+		return passIdle, err
 	}
 	if err := c.cleanupStale(ctx, snapshot); err != nil {
-		return false, err
+		return passIdle, err
+	}
+	if missing := c.unseenReplacements(snapshot.NodeClaims); len(missing) > 0 {
+		c.log.V(1).Info("waiting for the cache to show the replacements this process created", "nodeclaims", missing)
+		return passUnsynced, nil
 	}
 	key := fingerprint(snapshot, pdbs)
 	if c.isConsolidated(key, now) {
-		return false, nil
+		return passIdle, nil
 	}
 	cluster, err := c.cluster(ctx, snapshot, pdbs, now)
 	if err != nil {
-		return false, err
+		return passIdle, err
 	}
 	plan, err := c.planner.Plan(ctx, cluster)
 	if err != nil {
-		return false, fmt.Errorf("plan disruption: %w", err)
+		return passIdle, fmt.Errorf("plan disruption: %w", err)
 	}
 	c.observe(snapshot, plan)
 	cmd := plan.Command
@@ -192,18 +205,18 @@ func (c *Controller) Pass(ctx context.Context) (bool, error) {
 		if !plan.ConstrainedByBudgets {
 			c.markConsolidated(key, now)
 		}
-		return false, nil
+		return passIdle, nil
 	}
 	// Consolidation is checked again after the delay; drift and soft expiry are not (as Karpenter).
 	if c.opts.ValidationDelay > 0 && (cmd.Reason == karpv1.DisruptionReasonEmpty || cmd.Reason == karpv1.DisruptionReasonUnderutilized) {
 		if cmd, err = c.validate(ctx, cmd); cmd == nil || err != nil {
-			return false, err
+			return passIdle, err
 		}
 	}
 	if err := c.start(ctx, cmd); err != nil {
-		return false, fmt.Errorf("start %s: %w", cmd, err)
+		return passIdle, fmt.Errorf("start %s: %w", cmd, err)
 	}
-	return true, nil
+	return passStarted, nil
 }
 
 // validate waits the validation delay, reads the cluster again and re-checks cmd; it returns the

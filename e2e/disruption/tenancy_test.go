@@ -155,8 +155,21 @@ func replaceNodes(t *testing.T, tc replacementCase, name string) {
 	if tc.disrupt != nil {
 		tc.disrupt(t, name)
 	}
+	// What the wait saw last, logged if it gives up: a NodeClaim launched in excess (which nothing
+	// removes with consolidation off) looks different from a replacement that never came.
+	var last []string
+	replaced := false
+	defer func() {
+		if !replaced {
+			t.Logf("NodeClaims of %s when the wait ended: %v (the old ones: %v)", name, last, old)
+		}
+	}()
 	framework.Eventually(t, 2*time.Minute, "both NodeClaims of "+name+" to be replaced", func(ctx context.Context) (bool, error) {
 		claims := cluster.NodeClaims(t, name)
+		last = last[:0]
+		for _, nc := range claims {
+			last = append(last, fmt.Sprintf("%s(initialized=%t)", nc.Name, meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized)))
+		}
 		for _, nc := range claims {
 			if slices.Contains(old, nc.Name) || !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
 				return false, nil
@@ -164,6 +177,7 @@ func replaceNodes(t *testing.T, tc replacementCase, name string) {
 		}
 		return len(claims) == 2, nil
 	})
+	replaced = true
 	cluster.WaitRunning(t, name, 2, time.Minute)
 	t.Logf("tenancy e2e %s: both nodes replaced %s after %s", tc.name, time.Since(start).Round(100*time.Millisecond), tc.trigger)
 	for _, nc := range old {
