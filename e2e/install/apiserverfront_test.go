@@ -105,6 +105,10 @@ func servedVersion() (*version.Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	// make test names the folder through the symlink .cache/testbed/current: read its target.
+	if resolved, err := filepath.EvalSymlinks(assets); err == nil {
+		assets = resolved
+	}
 	m := assetsVersion.FindStringSubmatch(filepath.Base(assets))
 	if m == nil {
 		return nil, fmt.Errorf("the apiserver reports version %q and the test bed's folder %s names none", info.GitVersion, assets)
