@@ -236,7 +236,15 @@ func TestExpiry(t *testing.T) {
 
 			wantCount := 0.0
 			if tc.want == "deleted" {
+				// The controller counts the deletion once its Delete call has returned, which can be
+				// after the test sees the NodeClaim gone: wait for the count.
 				wantCount = 1
+				nct.Eventually(t, 10*time.Second, "the expired count", func(context.Context) error {
+					if got := expiredCount(t, reg, pool); got != wantCount {
+						return fmt.Errorf("karpenter_nodeclaims_disrupted_total{reason=expired, nodepool=%q} = %v, want %v", pool, got, wantCount)
+					}
+					return nil
+				})
 			}
 			if got := expiredCount(t, reg, pool); got != wantCount {
 				t.Errorf("karpenter_nodeclaims_disrupted_total{reason=expired, nodepool=%q} = %v, want %v", pool, got, wantCount)
