@@ -43,7 +43,7 @@ var notInCampaign = map[string]string{
 // limit. It logs the peak: go test -run TestBuiltinCampaign -v ./policy/
 func TestBuiltinCampaign(t *testing.T) {
 	if testing.Short() {
-		t.Skip("evaluates a policy per builtin and probe with inputs of up to 4 MiB")
+		t.Skip("-short: evaluates a policy per builtin and probe with inputs of up to 4 MiB; make test runs it")
 	}
 	runtime.GC()
 	resetPeakRSS()

@@ -58,7 +58,7 @@ const maxCallDuration = time.Second
 // BuiltinLimitError naming the builtin, the bound and the fix, before the call allocates.
 func TestCappedBuiltinsStayWithinBounds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("calls every capped builtin at its bounds")
+		t.Skip("-short: calls every capped builtin at its bounds; make test runs it")
 	}
 	const slack = 2 << 20
 	for _, name := range sortedNames(classCapped) {

@@ -48,7 +48,7 @@ type installation struct {
 // only the queue name the stack outputs, receives and acts on exactly the ones it handles.
 func TestStackInMoto(t *testing.T) {
 	if testing.Short() {
-		t.Skip("moto integration test skipped with -short")
+		t.Skip("-short: creates two stacks in moto; make test runs it")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -169,17 +169,7 @@ func waitLeader(t *testing.T, since time.Time, timeout time.Duration) string {
 // masterStatus returns the value of leader_election_master_status{name="joiner"} the replica
 // exports, or "" when it cannot be read.
 func masterStatus(r *replica) string {
-	code, body := get(r.metricsURL)
-	if code != 200 {
-		return ""
-	}
-	prefix := `leader_election_master_status{name="` + operator.LeaderElectionID + `"} `
-	for line := range strings.SplitSeq(body, "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	return framework.LeaderStatus(r.metricsURL, operator.LeaderElectionID)
 }
 
 // claimSampler records every NodeClaim of some NodePools it ever sees, sampled every 200 ms, and

@@ -7,9 +7,7 @@ package leader_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -125,7 +123,7 @@ func newReplica(env *testbed.Env, id string) (*replica, error) {
 	ports := make([]int, 3)
 	for i := range ports {
 		var err error
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = framework.FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +154,7 @@ func (r *replica) start(env *testbed.Env) error {
 		if r.exited() {
 			return fmt.Errorf("replica %s exited before it was ready (log in %s)", r.id, r.logPath)
 		}
-		code, body := get(r.readyzURL + "?verbose")
+		code, body := framework.HTTPGet(r.readyzURL + "?verbose")
 		if code == http.StatusOK {
 			return nil
 		}
@@ -254,32 +252,4 @@ func setup(m *testing.M) int {
 		}
 		return code
 	}, cluster)
-}
-
-// get fetches url and returns the status code and body.
-func get(url string) (int, string) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err.Error()
-	}
-	return resp.StatusCode, string(body)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("pick a free port: not a TCP address")
-	}
-	return addr.Port, nil
 }
