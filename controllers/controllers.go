@@ -68,6 +68,12 @@ type Options struct {
 	// Joiner's own work (karpenter_pods_state, the pod metrics controller), as Karpenter's
 	// disableClusterStateObservability setting does.
 	DisableClusterStateObservability bool
+	// NodeRepair runs node repair (Karpenter's NodeRepair feature gate): NodeClaims whose Nodes
+	// stay unhealthy past the provider's RepairPolicies are replaced. Off by default.
+	NodeRepair bool
+	// CapacityBuffer runs the CapacityBuffer controller and makes the provisioner keep the
+	// buffers' room free (Karpenter's CapacityBuffer feature gate). Off by default.
+	CapacityBuffer bool
 }
 
 // Dependencies are what the controllers are built from.

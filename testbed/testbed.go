@@ -50,6 +50,21 @@ type Options struct {
 	Log logr.Logger
 }
 
+// KwokStages are the kwok stages the test bed runs (paths under kwok's kustomize/stage folder),
+// as hack/testbed/build.sh writes them into kwok-stages.yaml: Nodes initialize at once and keep
+// their heartbeats, Pods go Ready, complete and delete at once.
+var KwokStages = []string{
+	"node/fast/node-initialize.yaml",
+	"node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+	"pod/fast/pod-ready.yaml",
+	"pod/fast/pod-complete.yaml",
+	"pod/fast/pod-delete.yaml",
+}
+
+// KwokNodeLeaseSeconds is the duration kwok sets on the Leases it renews for its Nodes, as a
+// kubelet's default.
+const KwokNodeLeaseSeconds = 40
+
 // KwokNodeAnnotation marks the Nodes that kwok manages in this test bed.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
@@ -193,6 +208,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 			"--kubeconfig="+e.KubeconfigPath,
 			"--config="+filepath.Join(assets, "kwok-stages.yaml"),
 			"--manage-all-nodes=false",
+			// kwok renews each Node's Lease (and the heartbeat stage its status), so Nodes stay
+			// Ready; without it kube-controller-manager marks them Unknown after its grace period.
+			fmt.Sprintf("--node-lease-duration-seconds=%d", KwokNodeLeaseSeconds),
 			"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"="+KwokNodeAnnotationValue,
 			"--server-address=127.0.0.1:0",
 		); err != nil {

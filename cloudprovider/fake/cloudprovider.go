@@ -46,6 +46,8 @@ type CloudProvider struct {
 	InsufficientCapacity []CapacityPool
 	// Drifted is what IsDrifted returns.
 	Drifted cloudprovider.DriftReason
+	// Repair is what RepairPolicies returns; nil returns cloudprovider.ReadyRepairPolicies().
+	Repair []cloudprovider.RepairPolicy
 
 	mu            sync.Mutex
 	nextCreateErr error
@@ -242,6 +244,16 @@ func (c *CloudProvider) IsDrifted(context.Context, *karpv1.NodeClaim) (cloudprov
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.Drifted, nil
+}
+
+// RepairPolicies returns Repair, or the Ready policies when Repair is nil.
+func (c *CloudProvider) RepairPolicies() []cloudprovider.RepairPolicy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.Repair == nil {
+		return cloudprovider.ReadyRepairPolicies()
+	}
+	return c.Repair
 }
 
 // Name returns "fake".

@@ -123,6 +123,11 @@ func (d *Decorated) IsDrifted(ctx context.Context, nodeClaim *karpv1.NodeClaim) 
 	return out, err
 }
 
+// RepairPolicies returns the wrapped provider's policies (a static list: not measured).
+func (d *Decorated) RepairPolicies() []cloudprovider.RepairPolicy {
+	return d.cloud.RepairPolicies()
+}
+
 // Name measures the wrapped provider's Name (it cannot fail).
 func (d *Decorated) Name() string {
 	defer d.observe(MethodName, time.Now())

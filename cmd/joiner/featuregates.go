@@ -88,6 +88,8 @@ func applyGates(f *controllerFlags, visited map[string]bool) error {
 	}
 	planner.SpotToSpot = gates[spotToSpotGate]
 	f.opts.Controllers.DisableStaticCapacity = !gates["StaticCapacity"]
+	f.opts.Controllers.NodeRepair = gates["NodeRepair"]
+	f.opts.Controllers.CapacityBuffer = gates["CapacityBuffer"]
 	if !gates["ConsolidationChurnGuard"] {
 		if !visited["consolidation-min-savings-fraction"] {
 			planner.MinSavingsFraction = -1

@@ -7,6 +7,11 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+# The kwok stages the test bed runs, as paths under kwok's kustomize/stage folder: Nodes
+# initialize at once and keep a fresh Lease and status (heartbeats), Pods go Ready, complete and
+# delete at once.
+KWOK_STAGES="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cache="${JOINER_TESTBED_CACHE:-$root/.cache/testbed}"
@@ -107,17 +112,22 @@ build_kwok() {
 }
 
 kwok_stages() {
-  [ -f "$assets/kwok-stages.yaml" ] && return 0
+  # The file's first line names the stages it holds, so a changed list rebuilds it.
+  local header
+  header="# kwok $KWOK_VERSION stages: $(echo $KWOK_STAGES)"
+  [ -f "$assets/kwok-stages.yaml" ] && [ "$(head -n1 "$assets/kwok-stages.yaml")" = "$header" ] && return 0
   local dir
   dir="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
   if [ ! -d "$dir" ]; then
     (cd "$work" && GOFLAGS=-mod=mod go mod download "sigs.k8s.io/kwok@$KWOK_VERSION") || fail "could not download kwok stages"
   fi
   local out="$assets/kwok-stages.yaml.tmp"
-  : > "$out"
-  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat-with-lease.yaml \
-           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-    [ -f "$dir/$f" ] || continue
+  echo "$header" > "$out"
+  # Every stage listed must exist in kwok's release: a missing one fails the build rather than
+  # leaving kwok without it (node heartbeats went missing that way once). testbed.KwokStages
+  # lists the same stage names, and the test bed's tests check the file against it.
+  for f in $KWOK_STAGES; do
+    [ -f "$dir/$f" ] || fail "kwok $KWOK_VERSION has no stage $f (looked in $dir)"
     echo "---" >> "$out"
     cat "$dir/$f" >> "$out"
   done

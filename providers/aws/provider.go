@@ -11,6 +11,7 @@ import (
 	"github.com/joiner-dev/joiner/controllers/defaults"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -148,6 +149,18 @@ func New(kube client.Client, opts Options) (*Provider, error) {
 	p.source.useCatalog()
 	p.builder = &typeBuilder{source: p.source, pricing: p.pricing, unavailable: p.unavailable, region: opts.Region, built: map[uint64]*builtTypes{}}
 	return p, nil
+}
+
+// RepairPolicies returns Karpenter's AWS policies: Ready False or Unknown for 30 minutes, and
+// the conditions the EKS node monitoring agent sets: AcceleratedHardwareReady False for 10
+// minutes; StorageReady, NetworkingReady, KernelReady and ContainerRuntimeReady False for 30.
+func (p *Provider) RepairPolicies() []cloudprovider.RepairPolicy {
+	out := cloudprovider.ReadyRepairPolicies()
+	out = append(out, cloudprovider.RepairPolicy{ConditionType: "AcceleratedHardwareReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 10 * time.Minute})
+	for _, c := range []corev1.NodeConditionType{"StorageReady", "NetworkingReady", "KernelReady", "ContainerRuntimeReady"} {
+		out = append(out, cloudprovider.RepairPolicy{ConditionType: c, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute})
+	}
+	return out
 }
 
 // Name returns "aws".

@@ -114,6 +114,12 @@ func New(ctx context.Context, kube client.Client, opts Options) (*Provider, erro
 	return p, nil
 }
 
+// RepairPolicies returns Karpenter's Ready policies: a Node whose Ready condition has been False
+// or Unknown for 30 minutes is repaired. The local provider's Nodes have no other conditions.
+func (p *Provider) RepairPolicies() []cloudprovider.RepairPolicy {
+	return cloudprovider.ReadyRepairPolicies()
+}
+
 // Name returns "local".
 func (p *Provider) Name() string { return Name }
 
