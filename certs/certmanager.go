@@ -4,25 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -33,18 +28,7 @@ const CertManagerNotReadyRecheck = 15 * time.Second
 // CertManagerOptions configure a CertManagerReconciler. Namespace, SecretName and at least one of
 // ServiceName, DNSNames and IPAddresses are required; every other zero value means the documented default.
 type CertManagerOptions struct {
-	// Namespace of the Secret, the Certificate(s) and the Issuer(s).
-	Namespace string
-	// SecretName is the Secret cert-manager writes the serving certificate into, and that is served.
-	SecretName string
-	// ServiceName, ClusterDomain, DNSNames and IPAddresses name the webhook as in Options.
-	ServiceName string
-	// ClusterDomain is the cluster's DNS domain. Empty means DefaultClusterDomain.
-	ClusterDomain string
-	// DNSNames are added to the Certificate after the service names.
-	DNSNames []string
-	// IPAddresses are added to the Certificate.
-	IPAddresses []net.IP
+	Target
 
 	// CertificateName is the serving Certificate's name. Empty means SecretName.
 	CertificateName string
@@ -59,32 +43,11 @@ type CertManagerOptions struct {
 	// long: when cert-manager renews that CA, cainjector replaces the caBundle with the new CA only,
 	// and serving certificates signed by the old one are distrusted until they are reissued.
 	CADuration time.Duration
-
-	// MutatingWebhookConfigurations and ValidatingWebhookConfigurations are Joiner's own configurations;
-	// they get the cert-manager.io/inject-ca-from annotation and nothing else.
-	MutatingWebhookConfigurations []string
-	// ValidatingWebhookConfigurations: see MutatingWebhookConfigurations.
-	ValidatingWebhookConfigurations []string
-
-	// ResyncPeriod is the longest time between two checks when nothing changes. Zero means DefaultResyncPeriod.
-	ResyncPeriod time.Duration
-	// Clock tells the time. Nil means the real clock.
-	Clock clock.PassiveClock
-	// Log receives what the reconciler does. The zero value discards it.
-	Log logr.Logger
-	// Recorder receives Events on the Certificate. Nil means SetupWithManager uses the manager's recorder;
-	// without a manager, nil means no Events.
-	Recorder events.EventRecorder
-	// Metrics receives certificate expiry times and rotation counts. Nil means no metrics.
-	Metrics *Metrics
 }
 
 func (o CertManagerOptions) withDefaults() (CertManagerOptions, error) {
-	if o.Namespace == "" || o.SecretName == "" {
-		return o, errors.New("cert-manager options: Namespace and SecretName are required")
-	}
-	if o.ServiceName == "" && len(o.DNSNames) == 0 && len(o.IPAddresses) == 0 {
-		return o, errors.New("cert-manager options: set ServiceName, DNSNames or IPAddresses so the serving certificate names the webhook")
+	if err := o.check("cert-manager options"); err != nil {
+		return o, err
 	}
 	if o.IssuerRef != nil && o.IssuerRef.Name == "" {
 		return o, errors.New("cert-manager options: IssuerRef.Name is required when IssuerRef is set")
@@ -95,24 +58,13 @@ func (o CertManagerOptions) withDefaults() (CertManagerOptions, error) {
 	if o.Duration < 0 || o.RenewBefore < 0 || o.CADuration < 0 || o.ResyncPeriod < 0 {
 		return o, errors.New("cert-manager options: durations must not be negative")
 	}
-	if o.ClusterDomain == "" {
-		o.ClusterDomain = DefaultClusterDomain
-	}
+	o.Target = o.Target.withDefaults()
 	if o.CertificateName == "" {
 		o.CertificateName = o.SecretName
 	}
 	if o.CADuration == 0 {
 		o.CADuration = DefaultCAValidity
 	}
-	if o.ResyncPeriod == 0 {
-		o.ResyncPeriod = DefaultResyncPeriod
-	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	o.DNSNames = serviceDNSNames(o.ServiceName, o.Namespace, o.ClusterDomain, o.DNSNames)
-	o.MutatingWebhookConfigurations = dedupe(o.MutatingWebhookConfigurations)
-	o.ValidatingWebhookConfigurations = dedupe(o.ValidatingWebhookConfigurations)
 	return o, nil
 }
 
@@ -133,14 +85,8 @@ func RegisterCertManagerTypes(scheme *runtime.Scheme) error {
 // configurations with cert-manager.io/inject-ca-from so cainjector fills their caBundle, and serves the
 // Secret through a ServingCert. It never writes a caBundle itself. Run it in every replica.
 type CertManagerReconciler struct {
-	client   client.Client
-	reader   client.Reader
-	serving  *ServingCert
-	opts     CertManagerOptions
-	refs     []webhookConfigRef
-	log      logr.Logger
-	recorder events.EventRecorder
-	ready    readiness
+	reconciler
+	opts CertManagerOptions
 
 	mu           sync.Mutex
 	lastCA       []byte
@@ -151,25 +97,16 @@ type CertManagerReconciler struct {
 // manager's APIReader) and serves through serving. c's scheme must know cert-manager's types
 // (RegisterCertManagerTypes).
 func NewCertManagerReconciler(c client.Client, reader client.Reader, serving *ServingCert, opts CertManagerOptions) (*CertManagerReconciler, error) {
-	if c == nil || reader == nil || serving == nil {
-		return nil, errors.New("new cert-manager reconciler: client, reader and serving certificate are required")
-	}
-	o, err := opts.withDefaults()
+	o, err := prepare("new cert-manager reconciler", c, reader, serving, opts.withDefaults)
 	if err != nil {
 		return nil, err
 	}
 	if !c.Scheme().Recognizes(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind)) {
 		return nil, errors.New("new cert-manager reconciler: the client's scheme lacks cert-manager's types; call RegisterCertManagerTypes first")
 	}
-	return &CertManagerReconciler{
-		client:   c,
-		reader:   reader,
-		serving:  serving,
-		opts:     o,
-		refs:     configRefs(o.MutatingWebhookConfigurations, o.ValidatingWebhookConfigurations),
-		log:      o.Log.WithValues("certificate", o.Namespace+"/"+o.CertificateName),
-		recorder: o.Recorder,
-	}, nil
+	r := &CertManagerReconciler{opts: o}
+	r.init(c, reader, serving, o.Target, o.Log.WithValues("certificate", o.Namespace+"/"+o.CertificateName))
+	return r, nil
 }
 
 // SetupWithManager registers cert-manager's types into mgr's scheme and the reconciler with mgr. Like
@@ -183,26 +120,9 @@ func (r *CertManagerReconciler) SetupWithManager(mgr manager.Manager) error {
 	if err := RegisterCertManagerTypes(mgr.GetScheme()); err != nil {
 		return err
 	}
-	if r.recorder == nil {
-		r.recorder = mgr.GetEventRecorder(EventRecorderName)
-	}
-	w := watchSet{
-		namespace:  r.opts.Namespace,
-		secret:     r.opts.SecretName,
-		mutating:   r.opts.MutatingWebhookConfigurations,
-		validating: r.opts.ValidatingWebhookConfigurations,
-		extra:      []extraWatch{{obj: &cmapi.Certificate{}, name: r.opts.CertificateName}},
-	}
-	return w.complete(mgr, "webhook-certs-cert-manager-"+r.opts.SecretName, r)
+	return r.setup(mgr, r.opts.Target, "webhook-certs-cert-manager-"+r.opts.SecretName, r,
+		extraWatch{obj: &cmapi.Certificate{}, name: r.opts.CertificateName})
 }
-
-// ReadyzCheck returns a readiness check that fails until the Certificate is Ready, its Secret is being
-// served, and every webhook of every named configuration trusts the served certificate (cainjector has
-// done its part). Once that has held it stays passing.
-func (r *CertManagerReconciler) ReadyzCheck() healthz.Checker { return r.ready.checker() }
-
-// Ready reports whether ReadyzCheck passes.
-func (r *CertManagerReconciler) Ready() bool { return r.ready.isReady() }
 
 // InjectAnnotationValue is the value of cert-manager.io/inject-ca-from on Joiner's webhook configurations.
 func (r *CertManagerReconciler) InjectAnnotationValue() string {

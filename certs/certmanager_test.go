@@ -34,12 +34,14 @@ func cmScheme(t testing.TB) *runtime.Scheme {
 
 func cmOptions() CertManagerOptions {
 	return CertManagerOptions{
-		Namespace:                       testNamespace,
-		SecretName:                      testSecret,
-		ServiceName:                     testService,
-		IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
-		MutatingWebhookConfigurations:   []string{testMutating},
-		ValidatingWebhookConfigurations: []string{testValidating},
+		Target: Target{
+			Namespace:                       testNamespace,
+			SecretName:                      testSecret,
+			ServiceName:                     testService,
+			IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
+			MutatingWebhookConfigurations:   []string{testMutating},
+			ValidatingWebhookConfigurations: []string{testValidating},
+		},
 	}
 }
 

@@ -100,18 +100,20 @@ func testScheme(t testing.TB) *runtime.Scheme {
 // testOptions are hours-scale lifetimes, driven by the fake clock.
 func testOptions() Options {
 	return Options{
-		Namespace:                       testNamespace,
-		SecretName:                      testSecret,
-		ServiceName:                     testService,
-		IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
-		CAValidity:                      100 * time.Hour,
-		CARenewBefore:                   30 * time.Hour,
-		LeafValidity:                    10 * time.Hour,
-		LeafRenewBefore:                 3 * time.Hour,
-		PropagationDelay:                time.Minute,
-		ResyncPeriod:                    1000 * time.Hour,
-		MutatingWebhookConfigurations:   []string{testMutating},
-		ValidatingWebhookConfigurations: []string{testValidating},
+		Target: Target{
+			Namespace:                       testNamespace,
+			SecretName:                      testSecret,
+			ServiceName:                     testService,
+			IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
+			ResyncPeriod:                    1000 * time.Hour,
+			MutatingWebhookConfigurations:   []string{testMutating},
+			ValidatingWebhookConfigurations: []string{testValidating},
+		},
+		CAValidity:       100 * time.Hour,
+		CARenewBefore:    30 * time.Hour,
+		LeafValidity:     10 * time.Hour,
+		LeafRenewBefore:  3 * time.Hour,
+		PropagationDelay: time.Minute,
 	}
 }
 

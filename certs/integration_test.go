@@ -198,12 +198,14 @@ func (f *fixture) createConfig(ports ...int) {
 
 func (f *fixture) options(name string) Options {
 	return Options{
-		Namespace:                       f.ns,
-		SecretName:                      name,
-		ServiceName:                     "joiner-webhook",
-		IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
-		ValidatingWebhookConfigurations: []string{f.config},
-		Log:                             testr.NewWithOptions(f.t, testr.Options{Verbosity: 0}),
+		Target: Target{
+			Namespace:                       f.ns,
+			SecretName:                      name,
+			ServiceName:                     "joiner-webhook",
+			IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
+			ValidatingWebhookConfigurations: []string{f.config},
+			Log:                             testr.NewWithOptions(f.t, testr.Options{Verbosity: 0}),
+		},
 	}
 }
 
@@ -534,12 +536,14 @@ func TestIntegrationCertManagerMode(t *testing.T) {
 	f.startManager(scheme, []webhook.Server{srv}, func(mgr manager.Manager) error {
 		var err error
 		r, err = NewCertManagerReconciler(mgr.GetClient(), mgr.GetAPIReader(), serving, CertManagerOptions{
-			Namespace:                       f.ns,
-			SecretName:                      "cm-webhook-certs",
-			ServiceName:                     "joiner-webhook",
-			IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
-			ValidatingWebhookConfigurations: []string{f.config},
-			Log:                             testr.New(t),
+			Target: Target{
+				Namespace:                       f.ns,
+				SecretName:                      "cm-webhook-certs",
+				ServiceName:                     "joiner-webhook",
+				IPAddresses:                     []net.IP{net.ParseIP("127.0.0.1")},
+				ValidatingWebhookConfigurations: []string{f.config},
+				Log:                             testr.New(t),
+			},
 		})
 		if err != nil {
 			return err

@@ -3,13 +3,8 @@ package certs
 import (
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
-
-	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 )
 
 // Defaults of Options. Renewal lookaheads shrink to a third of the validity when the validity is short.
@@ -61,20 +56,7 @@ const (
 // Options configure a Rotator. Namespace, SecretName and at least one of ServiceName, DNSNames and
 // IPAddresses are required; every other zero value means the documented default.
 type Options struct {
-	// Namespace of the Secret (and of the Service, when ServiceName is set).
-	Namespace string
-	// SecretName is the Secret holding the CA, the bundle and the serving certificate. It is created
-	// when missing; an existing one (for example an empty one created by the Helm chart) is filled in.
-	SecretName string
-	// ServiceName, when set, puts <svc>, <svc>.<ns>, <svc>.<ns>.svc and <svc>.<ns>.svc.<ClusterDomain>
-	// into the serving certificate.
-	ServiceName string
-	// ClusterDomain is the cluster's DNS domain. Empty means DefaultClusterDomain.
-	ClusterDomain string
-	// DNSNames are added to the serving certificate after the service names (for local runs).
-	DNSNames []string
-	// IPAddresses are put into the serving certificate, e.g. 127.0.0.1 for a webhook reached by URL.
-	IPAddresses []net.IP
+	Target
 
 	// CAValidity is how long a new CA is valid. Zero means DefaultCAValidity.
 	CAValidity time.Duration
@@ -93,37 +75,14 @@ type Options struct {
 	// the leaf is switched to a CA it added, and how long an old CA is kept after the switch (for replicas
 	// and apiservers that lag). Zero means DefaultPropagationDelay.
 	PropagationDelay time.Duration
-
-	// MutatingWebhookConfigurations are the names of Joiner's own MutatingWebhookConfigurations; every
-	// webhook in them gets the caBundle. No other configuration is ever changed.
-	MutatingWebhookConfigurations []string
-	// ValidatingWebhookConfigurations are the names of Joiner's own ValidatingWebhookConfigurations.
-	ValidatingWebhookConfigurations []string
-
-	// ResyncPeriod is the longest time between two checks when nothing changes. Zero means DefaultResyncPeriod.
-	ResyncPeriod time.Duration
-	// Clock tells the time. Nil means the real clock.
-	Clock clock.PassiveClock
-	// Log receives creation, rotation, injection and repair messages. The zero value discards them.
-	Log logr.Logger
-	// Recorder receives Events on the Secret. Nil means SetupWithManager uses the manager's recorder;
-	// when the Rotator is used without a manager, nil means no Events.
-	Recorder events.EventRecorder
-	// Metrics receives certificate expiry times and rotation counts. Nil means no metrics.
-	Metrics *Metrics
 }
 
 // withDefaults returns o with the zero values filled in, or an error naming the field to fix.
 func (o Options) withDefaults() (Options, error) {
-	if o.Namespace == "" || o.SecretName == "" {
-		return o, errors.New("certs options: Namespace and SecretName are required")
+	if err := o.check("certs options"); err != nil {
+		return o, err
 	}
-	if o.ClusterDomain == "" {
-		o.ClusterDomain = DefaultClusterDomain
-	}
-	if o.ServiceName == "" && len(o.DNSNames) == 0 && len(o.IPAddresses) == 0 {
-		return o, errors.New("certs options: set ServiceName, DNSNames or IPAddresses so the serving certificate names the webhook")
-	}
+	o.Target = o.Target.withDefaults()
 	if o.CAValidity == 0 {
 		o.CAValidity = DefaultCAValidity
 	}
@@ -139,12 +98,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PropagationDelay == 0 {
 		o.PropagationDelay = DefaultPropagationDelay
 	}
-	if o.ResyncPeriod == 0 {
-		o.ResyncPeriod = DefaultResyncPeriod
-	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
 	switch {
 	case o.CAValidity < 0 || o.CARenewBefore < 0 || o.LeafValidity < 0 || o.LeafRenewBefore < 0 || o.PropagationDelay < 0 || o.ResyncPeriod < 0:
 		return o, errors.New("certs options: durations must not be negative")
@@ -157,9 +110,6 @@ func (o Options) withDefaults() (Options, error) {
 	case o.LeafRenewBefore <= 2*o.PropagationDelay:
 		return o, fmt.Errorf("certs options: LeafRenewBefore (%s) must exceed twice PropagationDelay (%s)", o.LeafRenewBefore, o.PropagationDelay)
 	}
-	o.DNSNames = serviceDNSNames(o.ServiceName, o.Namespace, o.ClusterDomain, o.DNSNames)
-	o.MutatingWebhookConfigurations = dedupe(o.MutatingWebhookConfigurations)
-	o.ValidatingWebhookConfigurations = dedupe(o.ValidatingWebhookConfigurations)
 	return o, nil
 }
 

@@ -10,15 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -41,14 +38,8 @@ var errStaleSecret = errors.New("the Secret changed during the reconcile")
 // through a ServingCert. Run it in every replica (it does not need leader election); all replicas
 // converge on one Secret.
 type Rotator struct {
-	client   client.Client
-	reader   client.Reader
-	serving  *ServingCert
-	opts     Options
-	refs     []webhookConfigRef
-	log      logr.Logger
-	recorder events.EventRecorder
-	ready    readiness
+	reconciler
+	opts Options
 
 	mu     sync.Mutex // one reconcile at a time, also when called directly
 	lastCA *x509.Certificate
@@ -58,31 +49,14 @@ type Rotator struct {
 // APIReader: the Rotator's decisions must see the latest Secret, not a cached one) and serves through
 // serving. It fails when opts are inconsistent.
 func NewRotator(c client.Client, reader client.Reader, serving *ServingCert, opts Options) (*Rotator, error) {
-	if c == nil || reader == nil || serving == nil {
-		return nil, errors.New("new certificate rotator: client, reader and serving certificate are required")
-	}
-	o, err := opts.withDefaults()
+	o, err := prepare("new certificate rotator", c, reader, serving, opts.withDefaults)
 	if err != nil {
 		return nil, err
 	}
-	return &Rotator{
-		client:   c,
-		reader:   reader,
-		serving:  serving,
-		opts:     o,
-		refs:     configRefs(o.MutatingWebhookConfigurations, o.ValidatingWebhookConfigurations),
-		log:      o.Log.WithValues("secret", o.Namespace+"/"+o.SecretName),
-		recorder: o.Recorder,
-	}, nil
+	r := &Rotator{opts: o}
+	r.init(c, reader, serving, o.Target, o.Log.WithValues("secret", o.Namespace+"/"+o.SecretName))
+	return r, nil
 }
-
-// ReadyzCheck returns a readiness check for the manager (mgr.AddReadyzCheck). It fails until the serving
-// certificate is loaded and every webhook of every named configuration trusts it; once that has held it
-// stays passing (see the note on rotations in the package's readiness type).
-func (r *Rotator) ReadyzCheck() healthz.Checker { return r.ready.checker() }
-
-// Ready reports whether ReadyzCheck passes.
-func (r *Rotator) Ready() bool { return r.ready.isReady() }
 
 // Reconcile brings the Secret, the served certificate and the caBundles to where they must be now. The
 // request is ignored: there is one Secret. The result asks to be called again at the next rotation step

@@ -33,16 +33,7 @@ const EventRecorderName = "joiner-webhook-certs"
 // RBAC it needs: get, list, watch, create, update on the Secret in its namespace; get, list, watch,
 // update on mutating- and validatingwebhookconfigurations; create on events.
 func (r *Rotator) SetupWithManager(mgr manager.Manager) error {
-	if r.recorder == nil {
-		r.recorder = mgr.GetEventRecorder(EventRecorderName)
-	}
-	w := watchSet{
-		namespace:  r.opts.Namespace,
-		secret:     r.opts.SecretName,
-		mutating:   r.opts.MutatingWebhookConfigurations,
-		validating: r.opts.ValidatingWebhookConfigurations,
-	}
-	return w.complete(mgr, "webhook-certs-"+r.opts.SecretName, r)
+	return r.setup(mgr, r.opts.Target, "webhook-certs-"+r.opts.SecretName, r)
 }
 
 // watchSet is what one reconciler of this package watches; every event maps to the one request.

@@ -22,11 +22,7 @@ func NewInsufficientCapacityError(instanceType, zone, capacityType string, err e
 
 // Error says which offering ran out.
 func (e *InsufficientCapacityError) Error() string {
-	msg := fmt.Sprintf("insufficient capacity for instance type %q in zone %q (capacity type %q)", e.InstanceType, e.Zone, e.CapacityType)
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
+	return withCause(fmt.Sprintf("insufficient capacity for instance type %q in zone %q (capacity type %q)", e.InstanceType, e.Zone, e.CapacityType), e.Err)
 }
 
 // Unwrap returns the provider's error.
@@ -57,21 +53,13 @@ func NewNodeClaimNotFoundError(err error) error {
 }
 
 // Error says the machine was not found.
-func (e *NodeClaimNotFoundError) Error() string {
-	if e.Err == nil {
-		return "nodeclaim not found"
-	}
-	return "nodeclaim not found: " + e.Err.Error()
-}
+func (e *NodeClaimNotFoundError) Error() string { return withCause("nodeclaim not found", e.Err) }
 
 // Unwrap returns the provider's error.
 func (e *NodeClaimNotFoundError) Unwrap() error { return e.Err }
 
 // IsNodeClaimNotFound reports whether err is or wraps a *NodeClaimNotFoundError.
-func IsNodeClaimNotFound(err error) bool {
-	var e *NodeClaimNotFoundError
-	return errors.As(err, &e)
-}
+func IsNodeClaimNotFound(err error) bool { return isA[*NodeClaimNotFoundError](err) }
 
 // IgnoreNodeClaimNotFound returns nil when err is a *NodeClaimNotFoundError, else err.
 func IgnoreNodeClaimNotFound(err error) error {
@@ -94,21 +82,13 @@ func NewNodeClassNotReadyError(err error) error {
 }
 
 // Error says the node class is not ready.
-func (e *NodeClassNotReadyError) Error() string {
-	if e.Err == nil {
-		return "node class not ready"
-	}
-	return "node class not ready: " + e.Err.Error()
-}
+func (e *NodeClassNotReadyError) Error() string { return withCause("node class not ready", e.Err) }
 
 // Unwrap returns the wrapped error.
 func (e *NodeClassNotReadyError) Unwrap() error { return e.Err }
 
 // IsNodeClassNotReady reports whether err is or wraps a *NodeClassNotReadyError.
-func IsNodeClassNotReady(err error) bool {
-	var e *NodeClassNotReadyError
-	return errors.As(err, &e)
-}
+func IsNodeClassNotReady(err error) bool { return isA[*NodeClassNotReadyError](err) }
 
 // CreateError is a launch failure with a short machine-readable reason and a message for the
 // NodeClaim's Launched condition.
@@ -127,12 +107,21 @@ func NewCreateError(err error, reason, message string) error {
 }
 
 // Error returns the message and the underlying error.
-func (e *CreateError) Error() string {
-	if e.Err == nil {
-		return e.Message
-	}
-	return e.Message + ": " + e.Err.Error()
-}
+func (e *CreateError) Error() string { return withCause(e.Message, e.Err) }
 
 // Unwrap returns the underlying error.
 func (e *CreateError) Unwrap() error { return e.Err }
+
+// withCause returns msg, followed by ": " and the cause when there is one.
+func withCause(msg string, cause error) string {
+	if cause == nil {
+		return msg
+	}
+	return msg + ": " + cause.Error()
+}
+
+// isA reports whether err is or wraps an error of type E.
+func isA[E error](err error) bool {
+	var e E
+	return errors.As(err, &e)
+}

@@ -116,13 +116,7 @@ type InstanceTypes []*InstanceType
 
 // Compatible returns the types that can satisfy reqs through an available offering.
 func (its InstanceTypes) Compatible(reqs requirements.Requirements) InstanceTypes {
-	var out InstanceTypes
-	for _, it := range its {
-		if it.CompatibleWith(reqs) {
-			out = append(out, it)
-		}
-	}
-	return out
+	return filter(its, func(it *InstanceType) bool { return it.CompatibleWith(reqs) })
 }
 
 // OrderByPrice returns a copy of the list sorted by the price of each type's cheapest available

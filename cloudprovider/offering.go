@@ -57,21 +57,20 @@ type Offerings []*Offering
 
 // Available returns the available offerings.
 func (ofs Offerings) Available() Offerings {
-	var out Offerings
-	for _, o := range ofs {
-		if o.Available {
-			out = append(out, o)
-		}
-	}
-	return out
+	return filter(ofs, func(o *Offering) bool { return o.Available })
 }
 
 // Compatible returns the offerings compatible with reqs.
 func (ofs Offerings) Compatible(reqs requirements.Requirements) Offerings {
-	var out Offerings
-	for _, o := range ofs {
-		if o.CompatibleWith(reqs) {
-			out = append(out, o)
+	return filter(ofs, func(o *Offering) bool { return o.CompatibleWith(reqs) })
+}
+
+// filter returns the elements of s that keep accepts, in order; nil when there are none.
+func filter[S ~[]E, E any](s S, keep func(E) bool) S {
+	var out S
+	for _, e := range s {
+		if keep(e) {
+			out = append(out, e)
 		}
 	}
 	return out

@@ -20,14 +20,7 @@ func (c *converter) betaNodePool(m *yaml.Node, rep *reporter) *object {
 	put(out, tk, "template", template)
 	if mk, mv := tf.take("metadata"); mv != nil {
 		mf := fieldsOf(mv, "spec.template.metadata")
-		tmeta := newMap()
-		if k, v := mf.take("labels"); v != nil {
-			put(tmeta, k, "labels", templateLabels(rep, v, "spec.template.metadata.labels"))
-		}
-		if k, v := mf.take("annotations"); isMap(v) {
-			renameAnnotations(rep, v, "spec.template.metadata.annotations")
-			put(tmeta, k, "annotations", v)
-		}
+		tmeta := templateMeta(rep, mf)
 		rep.unknown(mf, kindNodePool)
 		put(template, mk, "metadata", tmeta)
 	}
@@ -39,20 +32,10 @@ func (c *converter) betaNodePool(m *yaml.Node, rep *reporter) *object {
 	sf := fieldsOf(sVal, "spec.template.spec")
 	tspec := newMap()
 	put(template, sKey, "spec", tspec)
-	rk, rv := sf.take("requirements")
-	put(tspec, rk, "requirements", c.requirements(rep, firstNode(rk, sKey), rv, "spec.template.spec.requirements", false))
-	if k, v := sf.take("nodeClassRef"); v != nil {
-		ref := nodeClassRef(rep, v, "spec.template.spec.nodeClassRef")
-		put(tspec, k, "nodeClassRef", ref)
+	if ref := c.claimSpec(rep, sf, sKey, tspec); ref != nil {
 		obj.classRef = ec2Ref(ref)
-	} else {
-		rep.fail(sKey, "spec.template.spec.nodeClassRef", "missing: v1 requires it; name the EC2NodeClass")
 	}
-	for _, key := range []string{"taints", "startupTaints"} {
-		if k, v := sf.take(key); v != nil {
-			put(tspec, k, key, v)
-		}
-	}
+	sf.copyTo(tspec, "taints", "startupTaints")
 	if k, v := sf.take("kubelet"); v != nil {
 		obj.kubelet = kubelet(rep, k, v, "spec.template.spec.kubelet")
 		obj.kubeletKey, obj.kubeletField = k, "spec.template.spec.kubelet"
@@ -66,11 +49,7 @@ func (c *converter) betaNodePool(m *yaml.Node, rep *reporter) *object {
 	if dk, dv := spec.take("disruption"); dv != nil {
 		put(out, dk, "disruption", betaDisruption(rep, dk, dv, tspec))
 	}
-	for _, key := range []string{"limits", "weight"} {
-		if k, v := spec.take(key); v != nil {
-			put(out, k, key, v)
-		}
-	}
+	spec.copyTo(out, "limits", "weight")
 	rep.unknown(spec, kindNodePool)
 	return obj
 }
@@ -133,18 +112,8 @@ func (c *converter) betaNodeClaim(m *yaml.Node, rep *reporter) *object {
 	spec := fieldsOf(sv, "spec")
 	out := newMap()
 	put(claim, sk, "spec", out)
-	rk, rv := spec.take("requirements")
-	put(out, rk, "requirements", c.requirements(rep, firstNode(rk, sk), rv, "spec.requirements", false))
-	if k, v := spec.take("nodeClassRef"); v != nil {
-		put(out, k, "nodeClassRef", nodeClassRef(rep, v, "spec.nodeClassRef"))
-	} else {
-		rep.fail(sk, "spec.nodeClassRef", "missing: v1 requires it; name the EC2NodeClass")
-	}
-	for _, key := range []string{"taints", "startupTaints", "resources"} {
-		if k, v := spec.take(key); v != nil {
-			put(out, k, key, v)
-		}
-	}
+	c.claimSpec(rep, spec, sk, out)
+	spec.copyTo(out, "taints", "startupTaints", "resources")
 	if k, v := spec.take("kubelet"); v != nil {
 		rep.fail(k, "spec.kubelet", "left out: a v1 NodeClaim has no kubelet settings; they belong in the EC2NodeClass's "+
 			"spec.kubelet (a NodeClaim's spec cannot change once created)")
@@ -152,4 +121,34 @@ func (c *converter) betaNodeClaim(m *yaml.Node, rep *reporter) *object {
 	rep.unknown(spec, kindNodeClaim)
 	return &object{node: claim, kind: kindNodeClaim, name: meta.name, rep: rep, converted: true, primary: true,
 		nodePool: scalarAt(value(meta.node, "labels"), labelNodePool)}
+}
+
+// templateMeta takes the labels (checked by templateLabels) and annotations (renamed) of f into a
+// new NodeClaim template metadata mapping.
+func templateMeta(rep *reporter, f *fields) *yaml.Node {
+	tmeta := newMap()
+	if k, v := f.take("labels"); v != nil {
+		put(tmeta, k, "labels", templateLabels(rep, v, f.field("labels")))
+	}
+	if k, v := f.take("annotations"); isMap(v) {
+		renameAnnotations(rep, v, f.field("annotations"))
+		put(tmeta, k, "annotations", v)
+	}
+	return tmeta
+}
+
+// claimSpec converts the requirements and the nodeClassRef of a v1beta1 NodeClaim spec, or of a
+// NodePool's template spec, f (key sk) into out. It returns the converted nodeClassRef, or nil when
+// it is missing, which it reports.
+func (c *converter) claimSpec(rep *reporter, f *fields, sk, out *yaml.Node) *yaml.Node {
+	rk, rv := f.take("requirements")
+	put(out, rk, "requirements", c.requirements(rep, firstNode(rk, sk), rv, f.field("requirements"), false))
+	k, v := f.take("nodeClassRef")
+	if v == nil {
+		rep.fail(sk, f.field("nodeClassRef"), "missing: v1 requires it; name the EC2NodeClass")
+		return nil
+	}
+	ref := nodeClassRef(rep, v, f.field("nodeClassRef"))
+	put(out, k, "nodeClassRef", ref)
+	return ref
 }

@@ -175,6 +175,15 @@ func (f *fields) skip(keys ...string) {
 	}
 }
 
+// copyTo puts the keys that are present, with their values as they are, into out.
+func (f *fields) copyTo(out *yaml.Node, keys ...string) {
+	for _, key := range keys {
+		if k, v := f.take(key); v != nil {
+			put(out, k, key, v)
+		}
+	}
+}
+
 // field returns the dotted path of key under this mapping.
 func (f *fields) field(key string) string { return joinPath(f.path, key) }
 

@@ -28,14 +28,7 @@ func (c *converter) provisioner(m *yaml.Node, rep *reporter) []*object {
 	obj := &object{node: pool, kind: kindNodePool, name: meta.name, rep: rep, converted: true, primary: true}
 
 	template := newMap()
-	tmeta := newMap()
-	if k, v := spec.take("labels"); v != nil {
-		put(tmeta, k, "labels", templateLabels(rep, v, "spec.labels"))
-	}
-	if k, v := spec.take("annotations"); isMap(v) {
-		renameAnnotations(rep, v, "spec.annotations")
-		put(tmeta, k, "annotations", v)
-	}
+	tmeta := templateMeta(rep, spec)
 	if len(tmeta.Content) > 0 {
 		set(template, "metadata", tmeta)
 	}
@@ -69,11 +62,7 @@ func (c *converter) provisioner(m *yaml.Node, rep *reporter) []*object {
 		rep.fail(sk, "spec.providerRef", "missing: a v1 NodePool needs spec.template.spec.nodeClassRef; add providerRef naming "+
 			"the AWSNodeTemplate and convert again")
 	}
-	for _, key := range []string{"taints", "startupTaints"} {
-		if k, v := spec.take(key); v != nil {
-			put(tspec, k, key, v)
-		}
-	}
+	spec.copyTo(tspec, "taints", "startupTaints")
 	if k, v := spec.take("ttlSecondsUntilExpired"); v != nil {
 		put(tspec, k, "expireAfter", durationOf(rep, v, "spec.ttlSecondsUntilExpired"))
 	} else {

@@ -211,18 +211,17 @@ func checkRegexIsValid(operands []*ast.Term) *BuiltinLimitError {
 // $-references expanded, and a reference repeats at most the text of one match, so the result is at most
 // len(s) + matches·len(value) + references·len(s).
 func checkRegexReplace(operands []*ast.Term) *BuiltinLimitError {
-	s, ok1 := operands[0].Value.(ast.String)
-	pattern, ok2 := operands[1].Value.(ast.String)
-	value, ok3 := operands[2].Value.(ast.String)
-	if !ok1 || !ok2 || !ok3 {
+	args, ok := stringOperands(operands, 3)
+	if !ok {
 		return nil
 	}
-	info, le, ok := checkPattern(string(pattern), int64(len(s)))
+	s, pattern, value := args[0], args[1], args[2]
+	info, le, ok := checkPattern(pattern, int64(len(s)))
 	if !ok || le != nil {
 		return le
 	}
 	matches := matchBound(info, int64(len(s)), nil)
-	refs := int64(strings.Count(string(value), "$"))
+	refs := int64(strings.Count(value, "$"))
 	out := satAdd(satAdd(int64(len(s)), satMul(matches, int64(len(value)))), satMul(refs, int64(len(s))))
 	indexes := satMul(matches, satAdd(satMul(info.groups+1, 16), 48))
 	return firstLimit(stringLimit(out), memoryLimit(satAdd(satMul(out, 2), indexes)))
@@ -231,14 +230,12 @@ func checkRegexReplace(operands []*ast.Term) *BuiltinLimitError {
 // checkRegexTemplate bounds regex.template_match(template, s, start, end): OPA compiles the template's
 // delimited parts as regular expressions between its quoted literal parts, then each part on its own.
 func checkRegexTemplate(operands []*ast.Term) *BuiltinLimitError {
-	tpl, ok1 := operands[0].Value.(ast.String)
-	text, ok2 := operands[1].Value.(ast.String)
-	start, ok3 := operands[2].Value.(ast.String)
-	end, ok4 := operands[3].Value.(ast.String)
-	if !ok1 || !ok2 || !ok3 || !ok4 || len(start) != 1 || len(end) != 1 {
+	args, ok := stringOperands(operands, 4)
+	if !ok || len(args[2]) != 1 || len(args[3]) != 1 {
 		return nil
 	}
-	pattern, ok := templatePattern(string(tpl), start[0], end[0])
+	tpl, text, start, end := args[0], args[1], args[2], args[3]
+	pattern, ok := templatePattern(tpl, start[0], end[0])
 	if !ok {
 		return nil
 	}

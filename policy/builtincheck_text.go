@@ -73,15 +73,28 @@ func replacedLength(s string, pairs [][2]string) int64 {
 	return total
 }
 
+// stringOperands returns the first n operands as strings, and false when one of them is not a
+// string (its builtin then fails on its own, and is not bounded).
+func stringOperands(operands []*ast.Term, n int) ([]string, bool) {
+	out := make([]string, n)
+	for i := range out {
+		v, ok := operands[i].Value.(ast.String)
+		if !ok {
+			return nil, false
+		}
+		out[i] = string(v)
+	}
+	return out, true
+}
+
 // checkReplace bounds replace(s, old, new).
 func checkReplace(operands []*ast.Term) *BuiltinLimitError {
-	s, ok1 := operands[0].Value.(ast.String)
-	old, ok2 := operands[1].Value.(ast.String)
-	repl, ok3 := operands[2].Value.(ast.String)
-	if !ok1 || !ok2 || !ok3 {
+	args, ok := stringOperands(operands, 3)
+	if !ok {
 		return nil
 	}
-	return stringLimit(replacedLength(string(s), [][2]string{{string(old), string(repl)}}))
+	s, old, repl := args[0], args[1], args[2]
+	return stringLimit(replacedLength(s, [][2]string{{old, repl}}))
 }
 
 // checkReplaceN bounds strings.replace_n(patterns, s).
@@ -118,23 +131,23 @@ func splitCount(s, sep string) int64 {
 
 // checkSplit bounds split(s, delimiter) by the exact number of parts.
 func checkSplit(operands []*ast.Term) *BuiltinLimitError {
-	s, ok1 := operands[0].Value.(ast.String)
-	sep, ok2 := operands[1].Value.(ast.String)
-	if !ok1 || !ok2 {
+	args, ok := stringOperands(operands, 2)
+	if !ok {
 		return nil
 	}
-	return elementsLimit(splitCount(string(s), string(sep)))
+	s, sep := args[0], args[1]
+	return elementsLimit(splitCount(s, sep))
 }
 
 // checkSplitN bounds strings.split_n(s, delimiter, n): OPA splits the whole string when n is negative.
 func checkSplitN(operands []*ast.Term) *BuiltinLimitError {
-	s, ok1 := operands[0].Value.(ast.String)
-	sep, ok2 := operands[1].Value.(ast.String)
-	n, ok3 := operands[2].Value.(ast.Number)
-	if !ok1 || !ok2 || !ok3 {
+	args, ok1 := stringOperands(operands, 2)
+	n, ok2 := operands[2].Value.(ast.Number)
+	if !ok1 || !ok2 {
 		return nil
 	}
-	parts := splitCount(string(s), string(sep))
+	s, sep := args[0], args[1]
+	parts := splitCount(s, sep)
 	if limit, ok := n.Int64(); ok && limit >= 0 {
 		parts = min(parts, limit+1)
 	}
@@ -144,22 +157,22 @@ func checkSplitN(operands []*ast.Term) *BuiltinLimitError {
 // checkIndexOfN bounds indexof_n(s, search) by the number of (overlapping) occurrences; OPA converts
 // non-ASCII strings to runes first, four bytes per character.
 func checkIndexOfN(operands []*ast.Term) *BuiltinLimitError {
-	s, ok1 := operands[0].Value.(ast.String)
-	search, ok2 := operands[1].Value.(ast.String)
-	if !ok1 || !ok2 || len(search) == 0 {
+	args, ok := stringOperands(operands, 2)
+	if !ok || len(args[1]) == 0 {
 		return nil
 	}
+	s, search := args[0], args[1]
 	var count int64
 	for offset := 0; ; count++ {
-		i := strings.Index(string(s)[offset:], string(search))
+		i := strings.Index(s[offset:], search)
 		if i < 0 {
 			break
 		}
 		offset += i + 1
 	}
-	if !isASCII(string(s)) || !isASCII(string(search)) {
+	if !isASCII(s) || !isASCII(search) {
 		// Invalid UTF-8 becomes U+FFFD in runes, which may match where the bytes did not.
-		count = max(count, int64(utf8.RuneCountInString(string(s))))
+		count = max(count, int64(utf8.RuneCountInString(s)))
 		if le := memoryLimit(satMul(int64(len(s)+len(search)), 4)); le != nil {
 			return le
 		}

@@ -44,34 +44,36 @@ func FromLabels(labels map[string]string) Requirements {
 // FromNodeSelectorRequirements returns the set of Kubernetes node selector requirements, all of
 // which must hold. Its error names the offending key and operator.
 func FromNodeSelectorRequirements(reqs ...corev1.NodeSelectorRequirement) (Requirements, error) {
-	items := make([]Requirement, 0, len(reqs))
-	for _, r := range reqs {
-		req, err := NewRequirement(r.Key, r.Operator, r.Values...)
-		if err != nil {
-			return Requirements{}, err
-		}
-		items = append(items, req)
-	}
-	return New(items...), nil
+	return fromEach(reqs, func(r corev1.NodeSelectorRequirement) (Requirement, error) {
+		return NewRequirement(r.Key, r.Operator, r.Values...)
+	})
 }
 
 // FromNodeSelectorRequirementsWithMinValues returns the set of Karpenter requirements (NodePool
 // template or NodeClaim spec), keeping minValues. Its error names the offending key and operator.
 func FromNodeSelectorRequirementsWithMinValues(reqs ...karpv1.NodeSelectorRequirementWithMinValues) (Requirements, error) {
+	return fromEach(reqs, func(r karpv1.NodeSelectorRequirementWithMinValues) (Requirement, error) {
+		req, err := NewRequirement(r.Key, r.Operator, r.Values...)
+		if err != nil || r.MinValues == nil {
+			return req, err
+		}
+		if *r.MinValues < 1 {
+			return Requirement{}, fmt.Errorf("requirement %s: minValues must be at least 1, got %d", req.key, *r.MinValues)
+		}
+		if r.Operator == corev1.NodeSelectorOpIn && len(req.values) < *r.MinValues {
+			return Requirement{}, fmt.Errorf("requirement %s: minValues %d needs at least that many values, got %d", req.key, *r.MinValues, len(req.values))
+		}
+		return req.WithMinValues(*r.MinValues), nil
+	})
+}
+
+// fromEach returns the set of the requirements build makes of each of reqs, or the first error.
+func fromEach[T any](reqs []T, build func(T) (Requirement, error)) (Requirements, error) {
 	items := make([]Requirement, 0, len(reqs))
 	for _, r := range reqs {
-		req, err := NewRequirement(r.Key, r.Operator, r.Values...)
+		req, err := build(r)
 		if err != nil {
 			return Requirements{}, err
-		}
-		if r.MinValues != nil {
-			if *r.MinValues < 1 {
-				return Requirements{}, fmt.Errorf("requirement %s: minValues must be at least 1, got %d", req.key, *r.MinValues)
-			}
-			if r.Operator == corev1.NodeSelectorOpIn && len(req.values) < *r.MinValues {
-				return Requirements{}, fmt.Errorf("requirement %s: minValues %d needs at least that many values, got %d", req.key, *r.MinValues, len(req.values))
-			}
-			req = req.WithMinValues(*r.MinValues)
 		}
 		items = append(items, req)
 	}

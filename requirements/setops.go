@@ -175,7 +175,15 @@ func sortedUnique(values []string) []string {
 
 func intersectSorted(a, b []string) []string {
 	var out []string
-	i, j := 0, 0
+	for i, j, ok := nextCommon(a, b, 0, 0); ok; i, j, ok = nextCommon(a, b, i+1, j+1) {
+		out = append(out, a[i])
+	}
+	return out
+}
+
+// nextCommon walks the sorted a and b from a[i] and b[j] to the next value both hold and returns
+// its positions; ok is false when there is none.
+func nextCommon(a, b []string, i, j int) (int, int, bool) {
 	for i < len(a) && j < len(b) {
 		switch {
 		case a[i] < b[j]:
@@ -183,12 +191,10 @@ func intersectSorted(a, b []string) []string {
 		case a[i] > b[j]:
 			j++
 		default:
-			out = append(out, a[i])
-			i++
-			j++
+			return i, j, true
 		}
 	}
-	return out
+	return i, j, false
 }
 
 func unionSorted(a, b []string) []string {
@@ -234,16 +240,6 @@ func sortedOverlap(a, b []string) bool {
 		}
 		return false
 	}
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			return true
-		}
-	}
-	return false
+	_, _, ok := nextCommon(a, b, 0, 0)
+	return ok
 }

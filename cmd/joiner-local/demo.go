@@ -78,17 +78,9 @@ func runDemo(ctx context.Context, cfg *rest.Config, cp cloudprovider.CloudProvid
 	tl.mark("scaled", fmt.Sprintf("kubectl scale deployment inflate --replicas %d", demoReplicas))
 
 	prices := map[string]float64{} // $/h of each launched NodeClaim whose price is known, by name
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		pods := &corev1.PodList{}
-		if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
-			return fmt.Errorf("list pods: %w", err)
-		}
+	return watchInflate(ctx, c, tl, out, timeout, "not every pod was Running", func(pods []corev1.Pod, claims []karpv1.NodeClaim) (bool, error) {
 		running := 0
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			for _, cond := range p.Status.Conditions {
 				if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
 					tl.mark("pending", "pods Pending: kube-scheduler found no node (Unschedulable)")
@@ -99,11 +91,7 @@ func runDemo(ctx context.Context, cfg *rest.Config, cp cloudprovider.CloudProvid
 				tl.mark("first-running", fmt.Sprintf("first pod Running on %s", p.Spec.NodeName))
 			}
 		}
-		claims := &karpv1.NodeClaimList{}
-		if err := c.List(ctx, claims); err != nil {
-			return fmt.Errorf("list nodeclaims: %w", err)
-		}
-		for _, nc := range claims.Items {
+		for _, nc := range claims {
 			tl.mark("nc-"+nc.Name, fmt.Sprintf("NodeClaim %s created (%s)", nc.Name, describeClaim(&nc)))
 			if launched := "launched-" + nc.Name; meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeLaunched) && !tl.seen[launched] {
 				price := "price unknown"
@@ -120,15 +108,40 @@ func runDemo(ctx context.Context, cfg *rest.Config, cp cloudprovider.CloudProvid
 				tl.mark("ready-"+nc.Name, fmt.Sprintf("Node %s Ready (NodeClaim %s initialized)", nc.Status.NodeName, nc.Name))
 			}
 		}
-		if running == demoReplicas {
-			tl.mark("all-running", fmt.Sprintf("all %d pods Running on %d nodes, %s", demoReplicas, len(claims.Items), describeCost(prices, len(claims.Items))))
-			tl.print(out)
-			return scaleDown(ctx, c, d, out, timeout)
+		if running != demoReplicas {
+			return false, nil
+		}
+		tl.mark("all-running", fmt.Sprintf("all %d pods Running on %d nodes, %s", demoReplicas, len(claims), describeCost(prices, len(claims))))
+		tl.print(out)
+		return true, scaleDown(ctx, c, d, out, timeout)
+	})
+}
+
+// watchInflate lists the inflate pods and the NodeClaims every 100 ms and hands them to step until
+// step is done or fails. When timeout passes first it prints tl and fails with "<failure> within
+// <timeout>".
+func watchInflate(ctx context.Context, c client.Reader, tl *timeline, out io.Writer, timeout time.Duration, failure string,
+	step func(pods []corev1.Pod, claims []karpv1.NodeClaim) (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+			return fmt.Errorf("list pods: %w", err)
+		}
+		claims := &karpv1.NodeClaimList{}
+		if err := c.List(ctx, claims); err != nil {
+			return fmt.Errorf("list nodeclaims: %w", err)
+		}
+		if done, err := step(pods.Items, claims.Items); done || err != nil {
+			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	tl.print(out)
-	return fmt.Errorf("not every pod was Running within %s", timeout)
+	return fmt.Errorf("%s within %s", failure, timeout)
 }
 
 // scaleDown scales inflate back to 0 and prints the timeline of consolidation: pods Terminating,
@@ -143,28 +156,16 @@ func scaleDown(ctx context.Context, c client.Client, d *appsv1.Deployment, out i
 	}
 	fmt.Fprintln(out, "\nScaled deployment inflate to 0. The NodePool consolidates empty nodes after its consolidateAfter (1m), then a 15 s validation. Timeline:")
 	tl.mark("scaled", "kubectl scale deployment inflate --replicas 0")
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		pods := &corev1.PodList{}
-		if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
-			return fmt.Errorf("list pods: %w", err)
-		}
-		for _, p := range pods.Items {
+	return watchInflate(ctx, c, tl, out, timeout, "the empty nodes were not all removed", func(pods []corev1.Pod, claims []karpv1.NodeClaim) (bool, error) {
+		for _, p := range pods {
 			if p.DeletionTimestamp != nil {
 				tl.mark("terminating", "pods Terminating")
 			}
 		}
-		if len(pods.Items) == 0 {
+		if len(pods) == 0 {
 			tl.mark("pods-gone", "every inflate pod gone")
 		}
-		claims := &karpv1.NodeClaimList{}
-		if err := c.List(ctx, claims); err != nil {
-			return fmt.Errorf("list nodeclaims: %w", err)
-		}
-		for _, nc := range claims.Items {
+		for _, nc := range claims {
 			if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeConsolidatable); cond != nil && cond.Status == "True" {
 				tl.mark("consolidatable-"+nc.Name, fmt.Sprintf("NodeClaim %s Consolidatable (no pod event for consolidateAfter)", nc.Name))
 			}
@@ -177,17 +178,15 @@ func scaleDown(ctx context.Context, c client.Client, d *appsv1.Deployment, out i
 		}
 		nodes := &corev1.NodeList{}
 		if err := c.List(ctx, nodes, client.HasLabels{karpv1.NodePoolLabelKey}); err != nil {
-			return fmt.Errorf("list nodes: %w", err)
+			return false, fmt.Errorf("list nodes: %w", err)
 		}
-		if len(claims.Items) == 0 && len(nodes.Items) == 0 {
-			tl.mark("all-gone", "every NodeClaim and Node removed")
-			tl.print(out)
-			return nil
+		if len(claims) != 0 || len(nodes.Items) != 0 {
+			return false, nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	tl.print(out)
-	return fmt.Errorf("the empty nodes were not all removed within %s", timeout)
+		tl.mark("all-gone", "every NodeClaim and Node removed")
+		tl.print(out)
+		return true, nil
+	})
 }
 
 // launchPrice returns the hourly price of the offering a launched NodeClaim runs on: the offering

@@ -10,7 +10,6 @@ package consolidatable
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/joiner-dev/joiner/controllers/defaults"
 
@@ -18,16 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
@@ -118,15 +113,7 @@ func (c *Controller) evaluate(np *karpv1.NodePool, nc *karpv1.NodeClaim) (reconc
 // SetupWithManager registers the controller with mgr. It watches NodeClaims, and NodePools whose
 // spec changes (or that come or go), which enqueue their NodeClaims.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&karpv1.NodeClaim{}).
-		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodeClaimRequests(c.kube)),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(c)
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
-	}
-	return nil
+	w := statusreconcile.PoolWatch{Name: ControllerName, MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles,
+		PoolChanged: predicate.GenerationChangedPredicate{}}
+	return w.SetupWithManager(mgr, c.kube, c)
 }

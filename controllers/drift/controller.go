@@ -28,7 +28,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -37,7 +36,6 @@ import (
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/api/scheme"
 	"github.com/joiner-dev/joiner/cloudprovider"
-	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
@@ -178,20 +176,12 @@ func isTrue(nc *karpv1.NodeClaim, conditionType string) bool {
 // which enqueue their NodeClaims; and the spec of the node classes of Options.NodeClassKinds the
 // cluster serves, which enqueue the NodeClaims that reference them.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&karpv1.NodeClaim{}).
-		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodeClaimRequests(c.kube)),
-			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles})
-	b, err := nodeclasswatch.Served(b, mgr.GetRESTMapper(), mgr.GetLogger().WithName(ControllerName), c.opts.NodeClassKinds, c.nodeClaimsOfNodeClass, predicate.GenerationChangedPredicate{})
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
-	}
-	if err := b.Complete(c); err != nil {
-		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
-	}
-	return nil
+	w := statusreconcile.PoolWatch{Name: ControllerName, MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles,
+		PoolChanged: predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+		Extend: func(b *builder.Builder) (*builder.Builder, error) {
+			return nodeclasswatch.Served(b, mgr.GetRESTMapper(), mgr.GetLogger().WithName(ControllerName), c.opts.NodeClassKinds, c.nodeClaimsOfNodeClass, predicate.GenerationChangedPredicate{})
+		}}
+	return w.SetupWithManager(mgr, c.kube, c)
 }
 
 // nodeClaimsOfNodeClass maps a node class of kind gk to the NodeClaims whose spec.nodeClassRef

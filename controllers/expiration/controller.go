@@ -17,16 +17,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
@@ -197,15 +193,7 @@ func (c *Controller) warn(np *karpv1.NodePool, pr problem) {
 // SetupWithManager registers the controller with mgr. It watches NodeClaims, and NodePools whose
 // annotations change (or that come or go), which enqueue their NodeClaims.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&karpv1.NodeClaim{}).
-		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodeClaimRequests(c.kube)),
-			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(c)
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
-	}
-	return nil
+	w := statusreconcile.PoolWatch{Name: ControllerName, MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles,
+		PoolChanged: predicate.AnnotationChangedPredicate{}}
+	return w.SetupWithManager(mgr, c.kube, c)
 }

@@ -28,6 +28,7 @@ import (
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/api/scheme"
+	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
@@ -111,7 +112,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&karpv1.NodePool{}).
-		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(nodePoolOfNodeClaim))
+		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodePoolRequest))
 	b, err := nodeclasswatch.Served(b, mgr.GetRESTMapper(), mgr.GetLogger().WithName(ControllerName), c.opts.NodeClassKinds, c.nodePoolsOfNodeClass)
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
@@ -120,15 +121,6 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
 	}
 	return nil
-}
-
-// nodePoolOfNodeClaim maps a NodeClaim to the NodePool named by its karpenter.sh/nodepool label.
-func nodePoolOfNodeClaim(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[karpv1.NodePoolLabelKey]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
 }
 
 // nodePoolsOfNodeClass maps a node class of kind gk to the NodePools that reference it.

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -151,13 +150,6 @@ func withAll(m, add map[string]string) map[string]string {
 // SetupWithManager registers the controller with mgr. It watches NodePools; its own writes come
 // back as events that find nothing to do.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&karpv1.NodePool{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(c)
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
-	}
-	return nil
+	b := ctrl.NewControllerManagedBy(mgr).Named(ControllerName).For(&karpv1.NodePool{})
+	return statusreconcile.Complete(b, ControllerName, c.opts.MaxConcurrentReconciles, c)
 }

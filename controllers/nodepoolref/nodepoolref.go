@@ -49,3 +49,13 @@ func NodeClaimRequests(r client.Reader) handler.MapFunc {
 		return reqs
 	}
 }
+
+// NodePoolRequest maps a NodeClaim to a reconcile request for the NodePool its karpenter.sh/nodepool
+// label names, or to nothing without that label.
+func NodePoolRequest(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[karpv1.NodePoolLabelKey]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+}

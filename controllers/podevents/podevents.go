@@ -22,7 +22,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/joiner-dev/joiner/controllers/fieldindex"
 	"github.com/joiner-dev/joiner/controllers/podpredicates"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
 // ControllerName is the name of the pod events controller (logs, metrics).
@@ -128,15 +128,8 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	if err := fieldindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		Watches(&corev1.Pod{}, podEventHandler()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(c)
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
-	}
-	return nil
+	b := ctrl.NewControllerManagedBy(mgr).Named(ControllerName).Watches(&corev1.Pod{}, podEventHandler())
+	return statusreconcile.Complete(b, ControllerName, c.opts.MaxConcurrentReconciles, c)
 }
 
 // podEventHandler enqueues the Node of every pod event that counts:

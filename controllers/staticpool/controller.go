@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/joiner-dev/joiner/controllers/defaults"
@@ -29,7 +28,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,7 +35,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/fieldindex"
 	"github.com/joiner-dev/joiner/controllers/nodeclaimgate"
+	"github.com/joiner-dev/joiner/controllers/nodepoolref"
 	"github.com/joiner-dev/joiner/controllers/state"
 )
 
@@ -265,42 +265,16 @@ func (c *Controller) scaleDown(ctx context.Context, np *karpv1.NodePool, s poolS
 // watches NodePools (spec changes, Ready changes, creation) and the NodeClaims of every NodePool
 // (creation, deletion, being marked or unmarked by disruption), which enqueue their NodePool.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeNameField, func(o client.Object) []string {
-		p, ok := o.(*corev1.Pod)
-		if !ok || p.Spec.NodeName == "" {
-			return nil
-		}
-		return []string{p.Spec.NodeName}
-	})
-	// Another component may have registered the same index under the same name.
-	if err != nil && !isIndexConflict(err) {
-		return fmt.Errorf("set up %s controller: index pods by %s: %w", ControllerName, podNodeNameField, err)
-	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&karpv1.NodePool{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, readyChanged()))).
-		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(nodePoolOf), builder.WithPredicates(nodeClaimCountChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(c)
+	err := fieldindex.Index(context.Background(), mgr.GetFieldIndexer(), &corev1.Pod{}, "pods", podNodeNameField,
+		func(p *corev1.Pod) string { return p.Spec.NodeName })
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
 	}
-	return nil
-}
-
-// isIndexConflict reports client-go's "indexer conflict" error, returned when an index of the same
-// name is already registered on the informer.
-func isIndexConflict(err error) bool {
-	return strings.Contains(err.Error(), "indexer conflict")
-}
-
-// nodePoolOf maps a NodeClaim to a request for its NodePool (label karpenter.sh/nodepool).
-func nodePoolOf(_ context.Context, o client.Object) []reconcile.Request {
-	pool := o.GetLabels()[karpv1.NodePoolLabelKey]
-	if pool == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: pool}}}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&karpv1.NodePool{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, readyChanged()))).
+		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodePoolRequest), builder.WithPredicates(nodeClaimCountChanged()))
+	return statusreconcile.Complete(b, ControllerName, c.opts.MaxConcurrentReconciles, c)
 }
 
 // readyChanged passes NodePool updates whose Ready condition changed status: a NodePool that

@@ -7,7 +7,8 @@
 // not-found handling therefore live here and nowhere else.
 //
 // It decides nothing about any status: each controller passes its decision in. It holds no state
-// between reconciles.
+// between reconciles. PoolWatch and Complete are the matching wiring: Complete is the last step of
+// setting up any controller-runtime controller here (its concurrency bound and its setup error).
 package statusreconcile
 
 import (
@@ -17,8 +18,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
@@ -145,4 +151,45 @@ func NodeClaimsByPool(kube client.Client, decide PoolDecision) *Reconciler[*karp
 		}
 		return decide(ctx, nc, np)
 	})
+}
+
+// PoolWatch wires a NodeClaim controller whose decision depends on the NodeClaim's NodePool (see
+// NodeClaimsByPool) into a manager.
+type PoolWatch struct {
+	// Name names the controller (logs, metrics, errors).
+	Name string
+	// MaxConcurrentReconciles bounds parallel reconciles.
+	MaxConcurrentReconciles int
+	// PoolChanged selects the NodePool changes that reconcile every NodeClaim of that NodePool.
+	PoolChanged predicate.Predicate
+	// Extend, when set, adds watches to the builder before it is completed.
+	Extend func(*builder.Builder) (*builder.Builder, error)
+}
+
+// SetupWithManager adds r to mgr as the controller w describes: it reconciles NodeClaims, and the
+// NodeClaims labelled with a NodePool (read through kube) when that NodePool changes as
+// w.PoolChanged passes. Errors name the controller.
+func (w PoolWatch) SetupWithManager(mgr ctrl.Manager, kube client.Reader, r reconcile.Reconciler) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(w.Name).
+		For(&karpv1.NodeClaim{}).
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(nodepoolref.NodeClaimRequests(kube)),
+			builder.WithPredicates(w.PoolChanged))
+	if w.Extend != nil {
+		var err error
+		if b, err = w.Extend(b); err != nil {
+			return fmt.Errorf("set up %s controller: %w", w.Name, err)
+		}
+	}
+	return Complete(b, w.Name, w.MaxConcurrentReconciles, r)
+}
+
+// Complete builds b into the controller name that reconciles with r, at most maxConcurrent
+// reconciles at once. Its error names the controller.
+func Complete(b *builder.Builder, name string, maxConcurrent int, r reconcile.Reconciler) error {
+	err := b.WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", name, err)
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -191,27 +192,19 @@ func (e *Env) Wipe(t *testing.T) {
 	})
 }
 
+// objectsOf returns the items of l, pointing into l.
 func objectsOf(l client.ObjectList) ([]client.Object, error) {
-	var out []client.Object
-	switch l := l.(type) {
-	case *karpv1.NodeClaimList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
+	items, err := meta.ExtractList(l)
+	if err != nil {
+		return nil, fmt.Errorf("items of %T: %w", l, err)
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, it := range items {
+		o, ok := it.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("item %T of %T is not an object", it, l)
 		}
-	case *corev1.NodeList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *karpv1.NodePoolList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *joinerv1alpha1.LocalNodeClassList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, fmt.Errorf("unexpected list %T", l)
+		out = append(out, o)
 	}
 	return out, nil
 }

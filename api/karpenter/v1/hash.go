@@ -64,15 +64,21 @@ func (in *NodePool) Hash() string {
 	if ref := tmpl.Spec.NodeClassRef; ref != nil {
 		hashed.Spec.NodeClassRef = &NodeClassReference{Kind: ref.Kind, Name: ref.Name, Group: ref.Group}
 	}
-	h, err := hashstructure.Hash(hashed, hashstructure.FormatV2, &hashstructure.HashOptions{
+	return DriftHash(hashed, "the template of nodepool "+in.Name)
+}
+
+// DriftHash returns the static drift hash of v as Karpenter computes it for its objects: the
+// decimal string of a 64-bit hashstructure hash (FormatV2, SlicesAsSets, IgnoreZeroValue,
+// ZeroNil). v must hold only values hashstructure can walk (no channels, no functions), or it
+// panics naming what was hashed; the hashed objects are plain data.
+func DriftHash(v any, what string) string {
+	h, err := hashstructure.Hash(v, hashstructure.FormatV2, &hashstructure.HashOptions{
 		SlicesAsSets:    true,
 		IgnoreZeroValue: true,
 		ZeroNil:         true,
 	})
 	if err != nil {
-		// Only a value hashstructure cannot walk (a channel, a function) makes it fail, and the
-		// types above hold none.
-		panic(fmt.Sprintf("hash the template of nodepool %s: %v", in.Name, err))
+		panic(fmt.Sprintf("hash %s: %v", what, err))
 	}
 	return fmt.Sprint(h)
 }

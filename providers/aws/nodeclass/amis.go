@@ -265,35 +265,32 @@ type imageQuery struct {
 // describeImages runs q (cached), deprecated AMIs included, and returns the AMIs with their
 // architecture requirement.
 func (c *Controller) describeImages(ctx context.Context, q imageQuery) ([]image, error) {
-	key := cacheKey("images", q)
-	if v, ok := c.imageCache.get(key); ok {
-		return v, nil
-	}
-	var out []image
-	now := c.clock.Now()
-	pages := ec2.NewDescribeImagesPaginator(c.ec2, &ec2.DescribeImagesInput{Owners: q.Owners, Filters: q.Filters, IncludeDeprecated: aws.Bool(true)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, wrapAPI("ec2:DescribeImages", err)
-		}
-		for _, img := range page.Images {
-			if img.State != "" && img.State != ec2types.ImageStateAvailable {
-				continue
+	return c.imageCache.getOrLoad(cacheKey("images", q), func() ([]image, error) {
+		var out []image
+		now := c.clock.Now()
+		pages := ec2.NewDescribeImagesPaginator(c.ec2, &ec2.DescribeImagesInput{Owners: q.Owners, Filters: q.Filters, IncludeDeprecated: aws.Bool(true)})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, wrapAPI("ec2:DescribeImages", err)
 			}
-			created, _ := time.Parse(time.RFC3339, aws.ToString(img.CreationDate))
-			deprecated := false
-			if t, err := time.Parse(time.RFC3339, aws.ToString(img.DeprecationTime)); err == nil && !t.After(now) {
-				deprecated = true
+			for _, img := range page.Images {
+				if img.State != "" && img.State != ec2types.ImageStateAvailable {
+					continue
+				}
+				created, _ := time.Parse(time.RFC3339, aws.ToString(img.CreationDate))
+				deprecated := false
+				if t, err := time.Parse(time.RFC3339, aws.ToString(img.DeprecationTime)); err == nil && !t.After(now) {
+					deprecated = true
+				}
+				out = append(out, image{created: created, ami: awsv1.AMI{
+					ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name), Deprecated: deprecated,
+					Requirements: []corev1.NodeSelectorRequirement{{Key: karpv1.LabelArch, Operator: corev1.NodeSelectorOpIn, Values: []string{kubeArch(string(img.Architecture))}}},
+				}})
 			}
-			out = append(out, image{created: created, ami: awsv1.AMI{
-				ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name), Deprecated: deprecated,
-				Requirements: []corev1.NodeSelectorRequirement{{Key: karpv1.LabelArch, Operator: corev1.NodeSelectorOpIn, Values: []string{kubeArch(string(img.Architecture))}}},
-			}})
 		}
-	}
-	c.imageCache.set(key, out)
-	return out, nil
+		return out, nil
+	})
 }
 
 // newestPerRequirements keeps, for each set of requirements, the newest AMI that is not

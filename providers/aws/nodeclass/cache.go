@@ -49,3 +49,17 @@ func (c *ttlCache[V]) set(key string, value V) {
 	}
 	c.entries[key] = ttlEntry[V]{value: value, expires: now.Add(c.ttl)}
 }
+
+// getOrLoad returns the value stored under key unless it expired; otherwise it returns what load
+// returns, and stores it when load succeeds.
+func (c *ttlCache[V]) getOrLoad(key string, load func() (V, error)) (V, error) {
+	if v, ok := c.get(key); ok {
+		return v, nil
+	}
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	c.set(key, v)
+	return v, nil
+}

@@ -23,34 +23,31 @@ const capacityBlockExpiringWindow = 40 * time.Minute
 // others filter by tags, owner and instance match criteria. Cached per term; ordered by ID.
 func (c *Controller) capacityReservations(ctx context.Context, terms []awsv1.CapacityReservationSelectorTerm) (termResult[ec2types.CapacityReservation], error) {
 	res, err := resolveTerms(terms, "spec.capacityReservationSelectorTerms", func(term awsv1.CapacityReservationSelectorTerm) ([]ec2types.CapacityReservation, error) {
-		key := cacheKey("capacityreservations", term)
-		if v, ok := c.reservationCache.get(key); ok {
-			return v, nil
-		}
-		in := &ec2.DescribeCapacityReservationsInput{Filters: append(tagFilters(term.Tags), filter("state", string(ec2types.CapacityReservationStateActive)))}
-		if term.ID != "" {
-			in.CapacityReservationIds = []string{term.ID}
-		}
-		if term.OwnerID != "" {
-			in.Filters = append(in.Filters, filter("owner-id", term.OwnerID))
-		}
-		if term.InstanceMatchCriteria != "" {
-			in.Filters = append(in.Filters, filter("instance-match-criteria", term.InstanceMatchCriteria))
-		}
-		var out []ec2types.CapacityReservation
-		pages := ec2.NewDescribeCapacityReservationsPaginator(c.ec2, in)
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if errorCode(err) == "InvalidCapacityReservationId.NotFound" {
-				break
+		return c.reservationCache.getOrLoad(cacheKey("capacityreservations", term), func() ([]ec2types.CapacityReservation, error) {
+			in := &ec2.DescribeCapacityReservationsInput{Filters: append(tagFilters(term.Tags), filter("state", string(ec2types.CapacityReservationStateActive)))}
+			if term.ID != "" {
+				in.CapacityReservationIds = []string{term.ID}
 			}
-			if err != nil {
-				return nil, wrapAPI("ec2:DescribeCapacityReservations", err)
+			if term.OwnerID != "" {
+				in.Filters = append(in.Filters, filter("owner-id", term.OwnerID))
 			}
-			out = append(out, page.CapacityReservations...)
-		}
-		c.reservationCache.set(key, out)
-		return out, nil
+			if term.InstanceMatchCriteria != "" {
+				in.Filters = append(in.Filters, filter("instance-match-criteria", term.InstanceMatchCriteria))
+			}
+			var out []ec2types.CapacityReservation
+			pages := ec2.NewDescribeCapacityReservationsPaginator(c.ec2, in)
+			for pages.HasMorePages() {
+				page, err := pages.NextPage(ctx)
+				if errorCode(err) == "InvalidCapacityReservationId.NotFound" {
+					break
+				}
+				if err != nil {
+					return nil, wrapAPI("ec2:DescribeCapacityReservations", err)
+				}
+				out = append(out, page.CapacityReservations...)
+			}
+			return out, nil
+		})
 	}, func(cr ec2types.CapacityReservation) string { return aws.ToString(cr.CapacityReservationId) },
 		func(term awsv1.CapacityReservationSelectorTerm) string {
 			return explainTerm(term.Tags, "id", term.ID, "ownerID", term.OwnerID, "instanceMatchCriteria", term.InstanceMatchCriteria)

@@ -1,11 +1,8 @@
 package nodeclass
 
 import (
-	"fmt"
-
-	"github.com/mitchellh/hashstructure/v2"
-
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
+	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
 
 // HashVersion is the version of Hash's algorithm, written next to the hash in
@@ -64,14 +61,5 @@ func Hash(nc *awsv1.EC2NodeClass) string {
 		bdms = append(bdms, out)
 	}
 	spec.BlockDeviceMappings = nil
-	h, err := hashstructure.Hash([]any{spec, bdms, nc.AMIFamily()}, hashstructure.FormatV2, &hashstructure.HashOptions{
-		SlicesAsSets:    true,
-		IgnoreZeroValue: true,
-		ZeroNil:         true,
-	})
-	if err != nil {
-		// Only values hashstructure cannot walk (channels, functions) make it fail; a spec has none.
-		panic(fmt.Sprintf("hash EC2NodeClass %s: %v", nc.Name, err))
-	}
-	return fmt.Sprint(h)
+	return karpv1.DriftHash([]any{spec, bdms, nc.AMIFamily()}, "EC2NodeClass "+nc.Name)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -207,7 +208,7 @@ func (c *Controller) deleteManagedProfile(ctx context.Context, nc *awsv1.EC2Node
 
 func iamTags(tags map[string]string) []iamtypes.Tag {
 	out := make([]iamtypes.Tag, 0, len(tags))
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		out = append(out, iamtypes.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
 	}
 	return out

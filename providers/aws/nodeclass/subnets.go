@@ -17,25 +17,22 @@ import (
 // first), then by ID.
 func (c *Controller) subnets(ctx context.Context, terms []awsv1.SubnetSelectorTerm) (termResult[ec2types.Subnet], error) {
 	res, err := resolveTerms(terms, "spec.subnetSelectorTerms", func(term awsv1.SubnetSelectorTerm) ([]ec2types.Subnet, error) {
-		key := cacheKey("subnets", term)
-		if v, ok := c.subnetCache.get(key); ok {
-			return v, nil
-		}
-		filters := tagFilters(term.Tags)
-		if term.ID != "" {
-			filters = append(filters, filter("subnet-id", term.ID))
-		}
-		var out []ec2types.Subnet
-		pages := ec2.NewDescribeSubnetsPaginator(c.ec2, &ec2.DescribeSubnetsInput{Filters: filters})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, wrapAPI("ec2:DescribeSubnets", err)
+		return c.subnetCache.getOrLoad(cacheKey("subnets", term), func() ([]ec2types.Subnet, error) {
+			filters := tagFilters(term.Tags)
+			if term.ID != "" {
+				filters = append(filters, filter("subnet-id", term.ID))
 			}
-			out = append(out, page.Subnets...)
-		}
-		c.subnetCache.set(key, out)
-		return out, nil
+			var out []ec2types.Subnet
+			pages := ec2.NewDescribeSubnetsPaginator(c.ec2, &ec2.DescribeSubnetsInput{Filters: filters})
+			for pages.HasMorePages() {
+				page, err := pages.NextPage(ctx)
+				if err != nil {
+					return nil, wrapAPI("ec2:DescribeSubnets", err)
+				}
+				out = append(out, page.Subnets...)
+			}
+			return out, nil
+		})
 	}, func(s ec2types.Subnet) string { return aws.ToString(s.SubnetId) }, func(term awsv1.SubnetSelectorTerm) string {
 		return explainTerm(term.Tags, "id", term.ID)
 	})

@@ -3,6 +3,7 @@ package nodeclass
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -42,7 +43,7 @@ func resolveTerms[Term, T any](terms []Term, field string, describe func(Term) (
 
 // tagFilters turns selector tags into EC2 filters: a value of "*" matches any value of the key.
 func tagFilters(tags map[string]string) []ec2types.Filter {
-	keys := sortedKeys(tags)
+	keys := slices.Sorted(maps.Keys(tags))
 	out := make([]ec2types.Filter, 0, len(keys))
 	for _, k := range keys {
 		if tags[k] == "*" {
@@ -69,21 +70,12 @@ func explainTerm(tags map[string]string, fields ...string) string {
 	}
 	if len(tags) > 0 {
 		pairs := make([]string, 0, len(tags))
-		for _, k := range sortedKeys(tags) {
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
 			pairs = append(pairs, k+"="+tags[k])
 		}
 		parts = append(parts, "tags "+strings.Join(pairs, ", "))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // cacheKey is a stable key for a query value (maps encode with sorted keys).
