@@ -9,7 +9,7 @@ import (
 )
 
 // The API packages whose deepcopy code controller-gen writes.
-var apiPackages = []string{"karpenter/v1", "aws/v1", "joiner/v1alpha1"}
+var apiPackages = []string{"karpenter/v1", "aws/v1", "joiner/v1alpha1", "autoscaling/v1beta1"}
 
 func controllerGen(t *testing.T, args ...string) []byte {
 	t.Helper()

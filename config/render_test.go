@@ -33,6 +33,7 @@ var wantCRDs = []string{
 	"ec2nodeclasses.karpenter.k8s.aws",
 	"localnodeclasses.joiner.dev",
 	"provisioningpolicies.joiner.dev",
+	"capacitybuffers.autoscaling.x-k8s.io",
 }
 
 // checkCommon runs every property check that applies to both kustomize and Helm renderings.

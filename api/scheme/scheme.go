@@ -9,16 +9,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	autoscalingv1beta1 "github.com/joiner-dev/joiner/api/autoscaling/v1beta1"
 	awsv1 "github.com/joiner-dev/joiner/api/aws/v1"
 	joinerv1alpha1 "github.com/joiner-dev/joiner/api/joiner/v1alpha1"
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
 
 // New returns a scheme with the Kubernetes kinds, karpenter.sh/v1, karpenter.k8s.aws/v1 and
-// joiner.dev/v1alpha1.
+// joiner.dev/v1alpha1 and autoscaling.x-k8s.io/v1beta1 (CapacityBuffer).
 func New() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, joinerv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme, joinerv1alpha1.AddToScheme, autoscalingv1beta1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)
 		}

@@ -164,10 +164,9 @@ var settingsTable = []setting{
 		apply: enumSetting(func(f *controllerFlags, v string) {
 			f.opts.Controllers.Provisioning.Scheduling.MinValuesPolicy = scheduling.MinValuesPolicy(v)
 		}, string(scheduling.MinValuesPolicyStrict), string(scheduling.MinValuesPolicyBestEffort))},
-	{flag: "ignore-dra-requests", env: "IGNORE_DRA_REQUESTS", def: "true", kind: kindBool, effect: notYet,
-		usage: "schedule pods as if they made no Dynamic Resource Allocation requests",
-		note:  "Joiner's simulation does not read ResourceClaims: it always ignores them, as true does, so false changes nothing",
-		apply: boolSetting(func(*controllerFlags, bool) {})},
+	{flag: "ignore-dra-requests", env: "IGNORE_DRA_REQUESTS", def: "true", kind: kindBool, target: "controllers.Options.Provisioning.ModelDRARequests = !value",
+		usage: "schedule pods as if they made no Dynamic Resource Allocation requests; false makes provisioning model the ResourceClaims of known GPU and accelerator device classes and launch nothing for other claims (README: Dynamic Resource Allocation)",
+		apply: boolSetting(func(f *controllerFlags, b bool) { f.opts.Controllers.Provisioning.ModelDRARequests = !b })},
 	{flag: "feature-gates", env: "FEATURE_GATES", kind: kindList, target: "see the gates",
 		usage: "comma-separated Name=true|false; omitted gates keep their defaults: " + gateDefaults(),
 		apply: applyFeatureGates},

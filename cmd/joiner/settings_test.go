@@ -77,9 +77,8 @@ var settingCases = []settingCase{
 		return string(f.opts.Controllers.Provisioning.Scheduling.MinValuesPolicy)
 	},
 		want: "BestEffort", def: "Strict"},
-	{flag: "ignore-dra-requests", value: "false", option: noted("ignore-dra-requests"),
-		want: "noted: ignore-dra-requests=false (from {source}): accepted, no effect in Joiner yet: Joiner's simulation does not read ResourceClaims: it always ignores them, as true does, so false changes nothing",
-		def:  "not noted"},
+	{flag: "ignore-dra-requests", value: "false", option: func(f controllerFlags) string { return fmt.Sprint(f.opts.Controllers.Provisioning.ModelDRARequests) },
+		want: "true", def: "false"},
 	{flag: "feature-gates", value: "SpotToSpotConsolidation=true", option: func(f controllerFlags) string { return fmt.Sprint(f.opts.Controllers.Disruption.Planner.SpotToSpot) },
 		want: "true", def: "false"},
 	{flag: "cluster-ca-bundle", value: "Q0E=", option: awsOption(func(o aws.FactoryOptions) any { return o.ClusterCABundle }), want: "Q0E=", def: ""},
@@ -253,7 +252,7 @@ func TestPrintSettings(t *testing.T) {
 		"setting\t--batch-max-duration\tBATCH_MAX_DURATION\t20s\t--batch-max-duration\tsupported: controllers.Options.Provisioning.BatchMaxDuration\n",
 		"setting\t--batch-idle-duration\tBATCH_IDLE_DURATION\t2s\tBATCH_IDLE_DURATION\tsupported: controllers.Options.Provisioning.BatchIdle\n",
 		"setting\t--preference-policy\tPREFERENCE_POLICY\tRespect\tdefault\t",
-		"gate\tNodeRepair\tFEATURE_GATES\ttrue\t--feature-gates\taccepted, no effect in Joiner yet: Joiner has no node health (repair) controller yet\n",
+		"gate\tNodeRepair\tFEATURE_GATES\ttrue\t--feature-gates\tsupported: controllers.Options.NodeRepair: node repair deletes the NodeClaim of a Node",
 		"gate\tReservedCapacity\tFEATURE_GATES\ttrue\tdefault\t",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,6 +28,7 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/fieldindex"
 	"github.com/joiner-dev/joiner/controllers/nodepredicates"
+	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 )
 
 // Controller names (logs, metrics, events).
@@ -67,18 +68,22 @@ type Options struct {
 	PollInterval time.Duration
 	// MaxConcurrentReconciles bounds parallel terminations. Zero means DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// VolumePollInterval is how often termination looks again at the VolumeAttachments it waits
+	// on. Zero means DefaultVolumePollInterval.
+	VolumePollInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
 	o.PollInterval = defaults.Positive(o.PollInterval, DefaultPollInterval)
 	o.MaxConcurrentReconciles = defaults.Positive(o.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)
+	o.VolumePollInterval = defaults.Positive(o.VolumePollInterval, DefaultVolumePollInterval)
 	return o
 }
 
-// Controller terminates NodeClaims that are being deleted: taint and drain their Node, terminate
-// the instance and wait until it is gone, release the Node, then the NodeClaim. It also deletes
-// the NodeClaim of a Node that is deleted directly, and (through its node reconciler) terminates
-// Nodes that have no NodeClaim.
+// Controller terminates NodeClaims that are being deleted: taint and drain their Node, wait until
+// the drained pods' volumes are detached, terminate the instance and wait until it is gone,
+// release the Node, then the NodeClaim. It also deletes the NodeClaim of a Node that is deleted
+// directly, and (through its node reconciler) terminates Nodes that have no NodeClaim.
 type Controller struct {
 	kube     client.Client
 	cloud    cloudprovider.CloudProvider
@@ -160,20 +165,9 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 
 	// 1. Taint and drain every Node of the NodeClaim.
 	ctx = withDrainReason(ctx, nc)
-	var waiting []string
-	for i := range nodes {
-		node := &nodes[i]
-		if err := taintForTermination(ctx, c.kube, node); err != nil {
-			return reconcile.Result{}, err
-		}
-		if c.nothingToDrain(ctx, nc, node) {
-			continue
-		}
-		res, err := c.drainer.Drain(ctx, node, deadline)
-		if err != nil {
-			return reconcile.Result{}, errors.Join(err, c.writeStatus(ctx, stored, nc))
-		}
-		waiting = append(waiting, res.Waiting...)
+	waiting, gone, err := c.drainNodes(ctx, nc, nodes, deadline)
+	if err != nil {
+		return reconcile.Result{}, errors.Join(err, c.writeStatus(ctx, stored, nc))
 	}
 	if len(waiting) > 0 {
 		nc.SetCondition(now, karpv1.ConditionTypeDrained, metav1.ConditionFalse, ReasonDraining,
@@ -182,7 +176,17 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 	}
 	nc.SetCondition(now, karpv1.ConditionTypeDrained, metav1.ConditionTrue, ReasonDrained, "")
 
-	// 2. Terminate the instance and wait until the provider no longer knows it.
+	// 2. Wait until the volumes of the drained pods are detached, so that their pods can attach
+	// them elsewhere, unless the terminationGracePeriod ran out.
+	wait, err := c.awaitVolumes(ctx, nc, nodes, gone, deadline)
+	if err != nil {
+		return reconcile.Result{}, errors.Join(err, c.writeStatus(ctx, stored, nc))
+	}
+	if wait {
+		return reconcile.Result{RequeueAfter: c.opts.VolumePollInterval}, c.writeStatus(ctx, stored, nc)
+	}
+
+	// 3. Terminate the instance and wait until the provider no longer knows it.
 	if nc.Status.ProviderID != "" {
 		nc.SetCondition(now, karpv1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, ReasonInstanceTerminating, "")
 		if err := c.writeStatus(ctx, stored, nc); err != nil {
@@ -199,7 +203,7 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 		return reconcile.Result{}, err
 	}
 
-	// 3. Release the Nodes, then the NodeClaim.
+	// 4. Release the Nodes, then the NodeClaim.
 	for i := range nodes {
 		held := controllerutil.ContainsFinalizer(&nodes[i], karpv1.TerminationFinalizer)
 		if err := releaseNode(ctx, c.kube, &nodes[i]); err != nil {
@@ -218,6 +222,27 @@ func (c *Controller) terminate(ctx context.Context, nc *karpv1.NodeClaim, nodes 
 	return reconcile.Result{}, nil
 }
 
+// drainNodes taints and makes one drain pass over each Node of the NodeClaim. It returns the pods
+// that still hold the drain, and the Nodes skipped because nothing runs on them any more.
+func (c *Controller) drainNodes(ctx context.Context, nc *karpv1.NodeClaim, nodes []corev1.Node, deadline *time.Time) (waiting, gone []string, err error) {
+	for i := range nodes {
+		node := &nodes[i]
+		if err := taintForTermination(ctx, c.kube, node); err != nil {
+			return nil, nil, err
+		}
+		if c.nothingToDrain(ctx, nc, node) {
+			gone = append(gone, node.Name)
+			continue
+		}
+		res, err := c.drainer.Drain(ctx, node, deadline)
+		if err != nil {
+			return nil, nil, err
+		}
+		waiting = append(waiting, res.Waiting...)
+	}
+	return waiting, gone, nil
+}
+
 // nothingToDrain reports whether the Node can be skipped: it is not Ready and its instance is
 // already gone, so its pods are not running anywhere.
 func (c *Controller) nothingToDrain(ctx context.Context, nc *karpv1.NodeClaim, node *corev1.Node) bool {
@@ -228,18 +253,21 @@ func (c *Controller) nothingToDrain(ctx context.Context, nc *karpv1.NodeClaim, n
 	return cloudprovider.IsNodeClaimNotFound(err)
 }
 
-// deadline returns when the NodeClaim's terminationGracePeriod ends (nil without one), stamping it
-// in the karpenter.sh/nodeclaim-termination-timestamp annotation the first time.
+// deadline returns the deadline stamped in the karpenter.sh/nodeclaim-termination-timestamp
+// annotation, else when the NodeClaim's terminationGracePeriod ends, stamping it there the first
+// time; nil without either.
 func (c *Controller) deadline(ctx context.Context, nc *karpv1.NodeClaim) (*time.Time, error) {
-	if nc.Spec.TerminationGracePeriod == nil {
-		return nil, nil
-	}
+	// A stamped deadline holds even without a terminationGracePeriod: node repair and instance
+	// health stamp "now" on any NodeClaim they replace forcefully, as Karpenter honours it.
 	if v, ok := nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ok {
 		t, err := time.Parse(time.RFC3339, v)
 		if err == nil {
 			return &t, nil
 		}
 		log.FromContext(ctx).Info("ignoring unparsable termination timestamp", "value", v)
+	}
+	if nc.Spec.TerminationGracePeriod == nil {
+		return nil, nil
 	}
 	t := nc.DeletionTimestamp.Add(nc.Spec.TerminationGracePeriod.Duration)
 	stored := nc.DeepCopy()
@@ -287,29 +315,16 @@ func (c *Controller) nodesOf(ctx context.Context, nc *karpv1.NodeClaim) ([]corev
 // with their provider IDs) and the node reconciler (Nodes, and the NodeClaims of their provider
 // IDs) with mgr.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	if err := fieldindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	// Node heartbeats change nothing termination reads (readiness, provider ID, deletion,
+	// finalizers, taints), and every wait requeues itself: heartbeats wake neither controller.
+	if err := fieldindex.SetupNodeClaimController(mgr, NodeClaimControllerName, c.kube, c.opts.MaxConcurrentReconciles, c, nodepredicates.OnChange()); err != nil {
 		return err
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(NodeClaimControllerName).
-		For(&karpv1.NodeClaim{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(fieldindex.NodeClaimRequestsForNode(c.kube))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(c)
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", NodeClaimControllerName, err)
-	}
-	nr := &nodeReconciler{Controller: c}
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(NodeControllerName).
-		For(&corev1.Node{}).
-		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(fieldindex.NodeRequestsForNodeClaim(c.kube))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(nr)
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", NodeControllerName, err)
-	}
-	return nil
+		For(&corev1.Node{}, builder.WithPredicates(nodepredicates.OnChange())).
+		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(fieldindex.NodeRequestsForNodeClaim(c.kube)))
+	return statusreconcile.Complete(b, NodeControllerName, c.opts.MaxConcurrentReconciles, &nodeReconciler{Controller: c})
 }
 
 // summarize lists up to n names, then how many more there are.

@@ -35,6 +35,8 @@ const (
 	// ReasonDeletedAtDeadline is the event reason on a pod deleted because the NodeClaim's
 	// terminationGracePeriod ran out.
 	ReasonDeletedAtDeadline = "TerminationGracePeriodExpired"
+	// ReasonFailedDraining is the event reason on a Node whose drain pass left pods behind.
+	ReasonFailedDraining = "FailedDraining"
 )
 
 // stuckTerminatingAfter is how long past its deletion timestamp a terminating pod still holds a
@@ -76,49 +78,46 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node, deadline *time.T
 		return DrainResult{}, fmt.Errorf("drain node %s: list pods: %w", node.Name, err)
 	}
 	now := d.clock.Now()
+	groups := groupForDrain(list.Items, now)
 	var (
-		result            DrainResult
-		regular, critical []*corev1.Pod
-		regularLeft       bool
-		errs              []error
+		result DrainResult
+		errs   []error
 	)
-	for i := range list.Items {
-		pod := &list.Items[i]
-		if !holdsDrain(pod, now) {
-			continue
-		}
-		result.Waiting = append(result.Waiting, pod.Namespace+"/"+pod.Name)
-		if !podpredicates.IsCritical(pod) {
-			regularLeft = true
-		}
-		if !pod.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if deadline != nil && !now.Before(deadline.Add(-podpredicates.GracePeriod(pod))) {
-			errs = append(errs, d.deleteAtDeadline(ctx, node, pod, *deadline, now))
-			continue
-		}
-		if podpredicates.DoNotDisruptActive(pod, now) {
-			continue
-		}
-		if podpredicates.IsCritical(pod) {
-			critical = append(critical, pod)
-		} else {
-			regular = append(regular, pod)
+	// The deadline catches up with pods of every group alike.
+	for _, group := range groups {
+		for _, pod := range group {
+			result.Waiting = append(result.Waiting, pod.Namespace+"/"+pod.Name)
+			if pod.DeletionTimestamp.IsZero() && pastDeadline(pod, deadline, now) {
+				errs = append(errs, d.deleteAtDeadline(ctx, node, pod, *deadline, now))
+			}
 		}
 	}
-	// Like a graceful node shutdown: critical pods go only once the others are gone.
-	evict := regular
-	if !regularLeft {
-		evict = critical
+	// Evictions go to the first group that still has pods; the next waits until it is empty.
+	for _, group := range groups {
+		if len(group) == 0 {
+			continue
+		}
+		for _, pod := range group {
+			if pod.DeletionTimestamp.IsZero() && !pastDeadline(pod, deadline, now) && !podpredicates.DoNotDisruptActive(pod, now) {
+				errs = append(errs, d.evict(ctx, node, pod))
+			}
+		}
+		break
 	}
-	for _, pod := range evict {
-		errs = append(errs, d.evict(ctx, node, pod))
+	if !result.Drained() {
+		d.recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonFailedDraining, "Drain",
+			"Failed to drain node, %d pods are waiting to be evicted", len(result.Waiting))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return result, fmt.Errorf("drain node %s: %w", node.Name, err)
 	}
 	return result, nil
+}
+
+// pastDeadline reports whether the terminationGracePeriod deadline (nil: none) leaves the pod
+// less than its own grace period at now, so that it must be deleted rather than evicted.
+func pastDeadline(pod *corev1.Pod, deadline *time.Time, now time.Time) bool {
+	return deadline != nil && !now.Before(deadline.Add(-podpredicates.GracePeriod(pod)))
 }
 
 // evict asks the Eviction API to evict the pod. A refusal by a PodDisruptionBudget (429, or a
@@ -168,19 +167,6 @@ func (d *Drainer) deleteAtDeadline(ctx context.Context, node *corev1.Node, pod *
 			"Deleting pod: the terminationGracePeriod of node %s ends at %s", node.Name, deadline.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-// holdsDrain reports whether the pod must be gone before the Node counts as drained.
-func holdsDrain(pod *corev1.Pod, now time.Time) bool {
-	switch {
-	case podpredicates.IsTerminal(pod):
-		return false
-	case podpredicates.IsDaemonSetPod(pod), podpredicates.IsMirrorPod(pod), podpredicates.ToleratesDisruptedTaint(pod):
-		return false
-	case !pod.DeletionTimestamp.IsZero() && now.Sub(pod.DeletionTimestamp.Time) > stuckTerminatingAfter:
-		return false
-	}
-	return true
 }
 
 // taintForTermination adds karpenter.sh/disrupted:NoSchedule and the exclude-from-external-load-

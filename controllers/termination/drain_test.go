@@ -32,7 +32,8 @@ func TestHoldsDrain(t *testing.T) {
 		{name: "replicaset pod", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{rsOwner}}}, want: true},
 		{name: "succeeded pod", pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, want: false},
 		{name: "failed pod", pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, want: false},
-		{name: "daemonset pod", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{dsOwner}}}, want: false},
+		// DaemonSet pods used to be left alone; they are drained now, after the other pods.
+		{name: "daemonset pod", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{dsOwner}}}, want: true},
 		{name: "mirror pod", pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}}}, want: false},
 		{
 			name: "tolerates the disrupted taint",
@@ -117,14 +118,18 @@ func remaining(t *testing.T, c client.Client) []string {
 	return names
 }
 
-func TestDrainEvictsCriticalPodsLast(t *testing.T) {
+// daemonSetPod makes a pod owned by a DaemonSet.
+func daemonSetPod(p *corev1.Pod) {
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: p.Name, UID: "ds-" + p.UID, Controller: ptr.To(true)}}
+}
+
+func TestDrainEvictsGroupsInOrder(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	d, c := newDrainer(t, now,
 		podOnNode("app", nil),
 		podOnNode("dns", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" }),
-		podOnNode("agent", func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
-		}),
+		podOnNode("agent", daemonSetPod),
+		podOnNode("proxy", func(p *corev1.Pod) { daemonSetPod(p); p.Spec.PriorityClassName = "system-node-critical" }),
 		podOnNode("static", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }),
 		podOnNode("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
 		podOnNode("elsewhere", func(p *corev1.Pod) { p.Spec.NodeName = "other" }),
@@ -134,9 +139,11 @@ func TestDrainEvictsCriticalPodsLast(t *testing.T) {
 		wantWaiting   []string
 		wantRemaining []string
 	}{
-		{wantWaiting: []string{"default/app", "default/dns"}, wantRemaining: []string{"agent", "dns", "done", "elsewhere", "static"}},
-		{wantWaiting: []string{"default/dns"}, wantRemaining: []string{"agent", "done", "elsewhere", "static"}},
-		{wantWaiting: nil, wantRemaining: []string{"agent", "done", "elsewhere", "static"}},
+		{wantWaiting: []string{"default/agent", "default/app", "default/dns", "default/proxy"}, wantRemaining: []string{"agent", "dns", "done", "elsewhere", "proxy", "static"}},
+		{wantWaiting: []string{"default/agent", "default/dns", "default/proxy"}, wantRemaining: []string{"dns", "done", "elsewhere", "proxy", "static"}},
+		{wantWaiting: []string{"default/dns", "default/proxy"}, wantRemaining: []string{"done", "elsewhere", "proxy", "static"}},
+		{wantWaiting: []string{"default/proxy"}, wantRemaining: []string{"done", "elsewhere", "static"}},
+		{wantWaiting: nil, wantRemaining: []string{"done", "elsewhere", "static"}},
 	}
 	for i, pass := range passes {
 		res, err := d.Drain(t.Context(), node, nil)
@@ -149,6 +156,87 @@ func TestDrainEvictsCriticalPodsLast(t *testing.T) {
 		}
 		if got := remaining(t, c); !slices.Equal(got, pass.wantRemaining) {
 			t.Errorf("pass %d: pods %v, want %v", i, got, pass.wantRemaining)
+		}
+	}
+}
+
+func TestDrainGroups(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	critical := func(class string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Spec.PriorityClassName = class } }
+	cases := []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		want   podClass
+	}{
+		{name: "ordinary pod", want: groupNonCritical},
+		{name: "daemonset pod", mutate: daemonSetPod, want: groupNonCriticalDaemon},
+		{name: "system-cluster-critical pod", mutate: critical("system-cluster-critical"), want: groupCritical},
+		{name: "system-node-critical pod", mutate: critical("system-node-critical"), want: groupCritical},
+		{name: "another priority class is not critical", mutate: critical("high"), want: groupNonCritical},
+		{
+			name: "critical daemonset pod", want: groupCriticalDaemon,
+			mutate: func(p *corev1.Pod) { daemonSetPod(p); p.Spec.PriorityClassName = "system-node-critical" },
+		},
+		{name: "mirror (static) pod", mutate: func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }, want: classStays},
+		{
+			name: "tolerates the disrupted taint", want: classStays,
+			mutate: func(p *corev1.Pod) {
+				p.Spec.Tolerations = []corev1.Toleration{{Key: karpv1.DisruptedTaintKey, Operator: corev1.TolerationOpExists}}
+			},
+		},
+		{
+			name: "critical daemonset pod tolerating every taint", want: classStays,
+			mutate: func(p *corev1.Pod) {
+				daemonSetPod(p)
+				p.Spec.PriorityClassName = "system-node-critical"
+				p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			},
+		},
+		{name: "succeeded pod", mutate: func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, want: classFinished},
+		{name: "failed daemonset pod", mutate: func(p *corev1.Pod) { daemonSetPod(p); p.Status.Phase = corev1.PodFailed }, want: classFinished},
+		{name: "terminating pod", mutate: func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Second)} }, want: groupNonCritical},
+		{name: "stuck terminating pod", mutate: func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now.Add(-2 * time.Minute)} }, want: classStays},
+		{
+			name: "do-not-disrupt pod is waited on in its group", want: groupCritical,
+			mutate: func(p *corev1.Pod) {
+				p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+				p.Spec.PriorityClassName = "system-cluster-critical"
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := podOnNode("p", tc.mutate)
+			if got := classify(pod, now); got != tc.want {
+				t.Errorf("classify = %d, want %d", got, tc.want)
+			}
+			groups := groupForDrain([]corev1.Pod{*pod}, now)
+			for g, pods := range groups {
+				if in := len(pods) == 1; in != (podClass(g) == tc.want) {
+					t.Errorf("groupForDrain puts it in group %d: %v, want group %d", g, in, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestDrainWaitsOnDoNotDisruptBeforeTheNextGroup(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	d, c := newDrainer(t, now,
+		podOnNode("protected", func(p *corev1.Pod) { p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"} }),
+		podOnNode("agent", daemonSetPod),
+	)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	for i := range 3 {
+		res, err := d.Drain(t.Context(), node, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Waiting) != 2 {
+			t.Errorf("pass %d: waiting %v, want both pods", i, res.Waiting)
+		}
+		if got := remaining(t, c); !slices.Equal(got, []string{"agent", "protected"}) {
+			t.Errorf("pass %d: pods %v: the do-not-disrupt pod must hold the DaemonSet group back", i, got)
 		}
 	}
 }

@@ -57,7 +57,8 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	return result, err
 }
 
-// terminateOrphan drains a Node that has no NodeClaim, terminates its instance and releases it.
+// terminateOrphan drains a Node that has no NodeClaim, waits until the drained pods' volumes are
+// detached (it has no terminationGracePeriod), terminates its instance and releases it.
 func (r *nodeReconciler) terminateOrphan(ctx context.Context, node *corev1.Node) (reconcile.Result, error) {
 	if err := taintForTermination(ctx, r.kube, node); err != nil {
 		return reconcile.Result{}, err
@@ -72,6 +73,13 @@ func (r *nodeReconciler) terminateOrphan(ctx context.Context, node *corev1.Node)
 		if !res.Drained() {
 			log.FromContext(ctx).V(1).Info("draining node", "waiting", summarize(res.Waiting, 5))
 			return reconcile.Result{RequeueAfter: r.opts.PollInterval}, nil
+		}
+		volumes, err := r.awaitNodeVolumes(ctx, node, r.clock.Now())
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(volumes) > 0 {
+			return reconcile.Result{RequeueAfter: r.opts.VolumePollInterval}, nil
 		}
 	}
 	if node.Spec.ProviderID != "" {

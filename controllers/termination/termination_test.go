@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +23,7 @@ import (
 	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/controllers/garbagecollection"
 	"github.com/joiner-dev/joiner/controllers/termination"
+	"github.com/joiner-dev/joiner/controllers/termination/terminationtest"
 	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
@@ -98,8 +98,9 @@ func orphanNode(t *testing.T, cloud *fake.CloudProvider) *corev1.Node {
 }
 
 // workload puts pods on the node: "free" (no protection), "web" (a PodDisruptionBudget with
-// minAvailable 1 covers it), "tolerant" (tolerates the disrupted taint) and a DaemonSet pod. It
-// waits until they all run and the budget allows no disruption.
+// minAvailable 1 covers it), "tolerant" (tolerates the disrupted taint) and a DaemonSet pod (its
+// group is evicted only after "web" is gone). It waits until they all run and the budget allows
+// no disruption.
 func workload(t *testing.T, node *corev1.Node) (ns string, pdb *policyv1.PodDisruptionBudget) {
 	t.Helper()
 	ns = env.Namespace(t)
@@ -112,19 +113,7 @@ func workload(t *testing.T, node *corev1.Node) (ns string, pdb *policyv1.PodDisr
 			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		},
 	}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{corev1.LabelHostname: node.Name},
-					Containers:   []corev1.Container{{Name: "agent", Image: "registry.k8s.io/pause:3.10"}},
-				},
-			},
-		},
-	}
+	ds := terminationtest.DaemonSet(ns, "agent", map[string]string{corev1.LabelHostname: node.Name}, "")
 	for _, o := range []client.Object{
 		nct.Pod(ns, "free", node.Name, map[string]string{"app": "free"}),
 		nct.Pod(ns, "web", node.Name, map[string]string{"app": "web"}),
@@ -384,5 +373,51 @@ func TestTerminationGracePeriodEndsTheDrain(t *testing.T) {
 	}
 	if evs, err := env.Events(t.Context(), "protected", termination.ReasonEvicted); err != nil || len(evs) > 0 {
 		t.Errorf("the do-not-disrupt pod was evicted before the deadline (%v)", err)
+	}
+}
+
+// TestStampedDeadlineWithoutGracePeriod: node repair and instance health stamp "now" as the
+// termination deadline on NodeClaims that may have no terminationGracePeriod; the drain honours
+// it, deleting a do-not-disrupt pod at once instead of waiting on it forever.
+func TestStampedDeadlineWithoutGracePeriod(t *testing.T) {
+	cloud := fake.New()
+	startControllers(t, cloud)
+	nc := nct.NodeClaim(nct.Name("nc"), "pool-a")
+	node := readyNodeClaim(t, nc)
+	ns := env.Namespace(t)
+	protected := nct.Pod(ns, "protected", node.Name, nil)
+	protected.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+	if err := env.Client.Create(t.Context(), protected); err != nil {
+		t.Fatal(err)
+	}
+	nct.Eventually(t, 30*time.Second, "pod running", func(ctx context.Context) error {
+		if err := env.Get(ctx, protected); err != nil {
+			return err
+		}
+		if protected.Status.Phase != corev1.PodRunning {
+			return errors.New("pod not running yet")
+		}
+		return nil
+	})
+	if err := env.Get(t.Context(), nc); err != nil {
+		t.Fatal(err)
+	}
+	stored := nc.DeepCopy()
+	nc.Annotations = map[string]string{karpv1.NodeClaimTerminationTimestampAnnotationKey: time.Now().UTC().Format(time.RFC3339)}
+	if err := env.Client.Patch(t.Context(), nc, client.MergeFrom(stored)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), nc); err != nil {
+		t.Fatal(err)
+	}
+	nct.Eventually(t, 20*time.Second, "the do-not-disrupt pod deleted at the stamped deadline, then everything goes", func(ctx context.Context) error {
+		err := errors.Join(env.Gone(ctx, protected), env.Gone(ctx, nc), env.Gone(ctx, node))
+		if ierr := instanceExists(ctx, cloud, node.Spec.ProviderID); !cloudprovider.IsNodeClaimNotFound(ierr) {
+			err = errors.Join(err, fmt.Errorf("instance still exists (%v)", ierr))
+		}
+		return err
+	})
+	if err := env.HasEvent(t.Context(), "protected", termination.ReasonDeletedAtDeadline, ""); err != nil {
+		t.Error(err)
 	}
 }

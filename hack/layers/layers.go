@@ -39,7 +39,7 @@ var Rank = map[string]int{
 // own folder may import one: what several controllers share lives in a library package
 // (controllers/state, fieldindex, podpredicates, ...).
 var ControllerPackages = []string{
-	"audit", "consolidatable", "disruption", "drift", "expiration", "garbagecollection", "nodeclaim",
+	"audit", "capacitybuffer", "consolidatable", "disruption", "drift", "expiration", "garbagecollection", "nodeclaim",
 	"nodepool", "nodepoolhash", "podevents", "podmetrics", "policysync", "provisioning", "staticpool",
 	"termination",
 }

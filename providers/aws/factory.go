@@ -52,6 +52,9 @@ type FactoryOptions struct {
 	InterruptionQueue string
 	// SQS is the client of the interruption queue; nil means one built from the SDK configuration.
 	SQS interruption.SQSAPI
+	// InstanceStatus configures the instance-status poller (package interruption), which the
+	// leader always runs; EC2, InstanceID, Clock and Log are filled in when unset.
+	InstanceStatus interruption.InstanceStatusOptions
 	// InstanceTypeRefreshInterval, SpotPriceRefreshInterval and LaunchTemplateGCInterval time
 	// the provider's background work (DefaultInstanceTypeRefreshInterval, ...).
 	InstanceTypeRefreshInterval, SpotPriceRefreshInterval, LaunchTemplateGCInterval time.Duration
@@ -61,8 +64,8 @@ type FactoryOptions struct {
 // client, with the controllers it owns: the EC2NodeClass controller (package nodeclass), the
 // refresher that reads instance types and spot prices at start and then periodically (on every
 // replica), the launch-template garbage collector (on the leader), the tagger that gives the
-// instances of registered NodeClaims their Name and karpenter.sh/nodeclaim tags (on the leader)
-// and, with an interruption queue, the interruption controller (package interruption, on the
+// instances of registered NodeClaims their Name and karpenter.sh/nodeclaim tags (on the leader),
+// the instance-status poller (package interruption, on the leader) and, with an interruption queue, the interruption controller (package interruption, on the
 // leader).
 func Factory(opts FactoryOptions) cloudprovider.Factory {
 	return func(ctx context.Context, kube client.Client) (cloudprovider.CloudProvider, []cloudprovider.Controller, error) {
@@ -129,22 +132,58 @@ func Factory(opts FactoryOptions) cloudprovider.Factory {
 			&templateCollector{p: p, log: log, clock: po.Clock, every: orDefault(opts.LaunchTemplateGCInterval, DefaultLaunchTemplateGCInterval)},
 			newTagger(kube, p, po.Clock, log.WithName("tagging")),
 		}
-		if opts.InterruptionQueue != "" {
-			queue := opts.SQS
-			if queue == nil {
-				queue = sqs.NewFromConfig(cfg)
-			}
-			ic, err := interruption.NewController(kube, interruption.Options{
-				Queue: opts.InterruptionQueue, SQS: queue, Offerings: p.UnavailableOfferings(), InstanceID: ParseProviderID,
-				Clock: po.Clock, Log: log.WithName("interruption"),
-			})
-			if err != nil {
-				return nil, nil, fmt.Errorf("aws provider: %w", err)
-			}
-			controllers = append(controllers, ic)
+		interruptions, err := interruptionControllers(kube, opts, cfg, po, p, log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("aws provider: %w", err)
 		}
-		return p, controllers, nil
+		return p, append(controllers, interruptions...), nil
 	}
+}
+
+// interruptionControllers returns the instance-status poller and, with an interruption queue, the
+// interruption controller (package interruption; both on the leader).
+func interruptionControllers(kube client.Client, opts FactoryOptions, cfg aws.Config, po Options, p *Provider, log logr.Logger) ([]cloudprovider.Controller, error) {
+	isp, err := newInstanceStatusPoller(kube, opts.InstanceStatus, cfg, po, log)
+	if err != nil {
+		return nil, err
+	}
+	if opts.InterruptionQueue == "" {
+		return []cloudprovider.Controller{isp}, nil
+	}
+	queue := opts.SQS
+	if queue == nil {
+		queue = sqs.NewFromConfig(cfg)
+	}
+	ic, err := interruption.NewController(kube, interruption.Options{
+		Queue: opts.InterruptionQueue, SQS: queue, Offerings: p.UnavailableOfferings(), InstanceID: ParseProviderID,
+		Clock: po.Clock, Log: log.WithName("interruption"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []cloudprovider.Controller{isp, ic}, nil
+}
+
+// newInstanceStatusPoller returns the instance-status poller with the provider's EC2 client
+// (when it can describe instance status), clock and log unless opts name others.
+func newInstanceStatusPoller(kube client.Client, opts interruption.InstanceStatusOptions, cfg aws.Config, po Options, log logr.Logger) (*interruption.InstanceStatusPoller, error) {
+	if opts.EC2 == nil {
+		if c, ok := po.EC2.(ec2.DescribeInstanceStatusAPIClient); ok {
+			opts.EC2 = c
+		} else {
+			opts.EC2 = ec2.NewFromConfig(cfg)
+		}
+	}
+	if opts.InstanceID == nil {
+		opts.InstanceID = ParseProviderID
+	}
+	if opts.Clock == nil {
+		opts.Clock = po.Clock
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = log.WithName("instancestatus")
+	}
+	return interruption.NewInstanceStatusPoller(kube, opts)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

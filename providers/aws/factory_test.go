@@ -41,8 +41,8 @@ func TestFactory(t *testing.T) {
 	if !ok || p.Name() != "aws" || p.opts.Region != awstest.Region || p.opts.EC2 == nil || p.opts.EKS == nil {
 		t.Fatalf("provider %+v", cp)
 	}
-	if len(controllers) != 4 {
-		t.Fatalf("%d controllers, want the EC2NodeClass controller, the refresher, the template collector and the tagger", len(controllers))
+	if len(controllers) != 5 {
+		t.Fatalf("%d controllers, want the EC2NodeClass controller, the refresher, the template collector, the tagger and the instance status poller", len(controllers))
 	}
 	if _, ok := controllers[0].(*nodeclass.Controller); !ok {
 		t.Errorf("first controller is %T, want the EC2NodeClass controller", controllers[0])
@@ -56,6 +56,9 @@ func TestFactory(t *testing.T) {
 	if tg := controllers[3].(*tagger); tg.p != p || tg.interval != DefaultTagInterval {
 		t.Errorf("tagger %+v", tg)
 	}
+	if isp, ok := controllers[4].(*interruption.InstanceStatusPoller); !ok || !isp.NeedLeaderElection() {
+		t.Errorf("fifth controller is %T, want the leader-only instance status poller (it needs no queue)", controllers[4])
+	}
 	// The provider reads the catalog until the refresher has read EC2.
 	if p.InstanceTypeSource() != TypeSourceCatalog {
 		t.Errorf("instance types from %s before any refresh", p.InstanceTypeSource())
@@ -67,11 +70,11 @@ func TestFactory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(controllers) != 5 {
-		t.Fatalf("%d controllers with an interruption queue, want 5", len(controllers))
+	if len(controllers) != 6 {
+		t.Fatalf("%d controllers with an interruption queue, want 6", len(controllers))
 	}
-	if ic, ok := controllers[4].(*interruption.Controller); !ok || !ic.NeedLeaderElection() {
-		t.Errorf("fifth controller is %T, want the leader-only interruption controller", controllers[4])
+	if ic, ok := controllers[5].(*interruption.Controller); !ok || !ic.NeedLeaderElection() {
+		t.Errorf("sixth controller is %T, want the leader-only interruption controller", controllers[5])
 	}
 	if _, _, err := Factory(FactoryOptions{Options: Options{ClusterName: "prod"}, Config: &cfg,
 		InterruptionQueue: "arn:aws:sns:us-east-1:123456789012:prod"})(context.Background(), kube); err == nil || !strings.Contains(err.Error(), "is not an SQS queue ARN") {

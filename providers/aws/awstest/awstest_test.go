@@ -276,6 +276,10 @@ func TestMotoAndSeed(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("instance status: health and events set by the test, EC2's filters and paging", func(t *testing.T) {
+		testInstanceStatus(ctx, t, m, env)
+	})
 }
 
 func mustPublished(t *testing.T, family, k8s, arch, variant string) string {

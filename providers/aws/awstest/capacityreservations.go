@@ -87,14 +87,7 @@ func (f *front) describeCapacityReservations(w http.ResponseWriter, form url.Val
 		return
 	}
 	ids := indexed(form, "CapacityReservationId.%d")
-	filters := map[string][]string{}
-	for i := 1; ; i++ {
-		name := form.Get(fmt.Sprintf("Filter.%d.Name", i))
-		if name == "" {
-			break
-		}
-		filters[name] = indexed(form, fmt.Sprintf("Filter.%d.Value.%%d", i))
-	}
+	filters := filtersOf(form)
 	f.mu.Lock()
 	all := append([]CapacityReservation(nil), f.reservations...)
 	f.mu.Unlock()
@@ -123,7 +116,12 @@ func (f *front) describeCapacityReservations(w http.ResponseWriter, form url.Val
 	out := describeCapacityReservationsResponse{
 		XMLNS: "http://ec2.amazonaws.com/doc/2016-11-15/", RequestID: fmt.Sprintf("awstest-%d", time.Now().UnixNano()), Items: items,
 	}
-	b, err := xml.Marshal(out)
+	writeXML(w, out)
+}
+
+// writeXML answers an EC2 request with v marshalled.
+func writeXML(w http.ResponseWriter, v any) {
+	b, err := xml.Marshal(v)
 	if err != nil {
 		writeError(w, "ec2", http.StatusInternalServerError, "InternalError", err.Error())
 		return
@@ -140,6 +138,18 @@ func indexed(form url.Values, format string) []string {
 			return out
 		}
 		out = append(out, v[0])
+	}
+}
+
+// filtersOf reads an EC2 request's Filter.N.Name and Filter.N.Value.M into values by name.
+func filtersOf(form url.Values) map[string][]string {
+	filters := map[string][]string{}
+	for i := 1; ; i++ {
+		name := form.Get(fmt.Sprintf("Filter.%d.Name", i))
+		if name == "" {
+			return filters
+		}
+		filters[name] = indexed(form, fmt.Sprintf("Filter.%d.Value.%%d", i))
 	}
 }
 

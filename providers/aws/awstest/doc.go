@@ -17,6 +17,9 @@
 //     at the AMIs of PublishedAMIs, which moto loads at start;
 //   - ec2:DescribeCapacityReservations, which moto does not implement, over reservations added with
 //     AddCapacityReservation (Seed adds two);
+//   - ec2:DescribeInstanceStatus with impaired status checks and scheduled events set with
+//     SetInstanceHealth, its status and event filters and its MaxResults paging (moto reports
+//     every running instance healthy, with no events, on one page, whatever the filters);
 //   - the launch template's security groups on the instances CreateFleet launches (moto puts
 //     them in the VPC's default group);
 //   - injected failures (FailNext) to exercise throttling and retries, and per-operation call

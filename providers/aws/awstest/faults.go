@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -123,8 +124,6 @@ func (f *Faults) ResetCalls() {
 	f.fleets = nil
 }
 
-var signingService = regexp.MustCompile(`Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request`)
-
 // RoundTrip counts the request and rewrites CreateFleet.
 func (f *Faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body []byte
@@ -136,18 +135,10 @@ func (f *Faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		body = b
 	}
-	service := ""
-	if m := signingService.FindStringSubmatch(req.Header.Get("Authorization")); m != nil {
-		service = m[1]
-	}
-	action := ""
-	var form url.Values
-	if target := req.Header.Get("X-Amz-Target"); target != "" {
-		action = target[strings.LastIndex(target, ".")+1:]
-	} else if service == "eks" {
-		action = req.Method + " " + req.URL.Path
-	} else if v, err := url.ParseQuery(string(body)); err == nil {
-		form, action = v, v.Get("Action")
+	service, action, form := awsCall(req, body)
+	if service == "eks" && req.Header.Get("X-Amz-Target") == "" {
+		// EKS is a REST API: the method and path name the call.
+		action, form = req.Method+" "+req.URL.Path, nil
 	}
 	f.mu.Lock()
 	f.calls[service+":"+action]++
@@ -214,11 +205,11 @@ func (f *Faults) createFleet(req *http.Request, form url.Values) (*http.Response
 	}
 	var refusedXML strings.Builder
 	newConfig := 0
-	for _, i := range sortedKeys(configs) {
+	for _, i := range slices.Sorted(maps.Keys(configs)) {
 		lt := configs[i]["LaunchTemplateSpecification.LaunchTemplateName"]
 		newOverride := 0
 		var keptOverrides []map[string]string
-		for _, j := range sortedKeys(overrides[i]) {
+		for _, j := range slices.Sorted(maps.Keys(overrides[i])) {
 			o := overrides[i][j]
 			prio, _ := strconv.ParseFloat(o["Priority"], 64)
 			fo := FleetOverride{LaunchTemplate: lt, InstanceType: o["InstanceType"], Zone: o["AvailabilityZone"], SubnetID: o["SubnetId"], Priority: prio}
@@ -293,13 +284,4 @@ func (f *Faults) createFleet(req *http.Request, form url.Values) (*http.Response
 	resp.ContentLength = int64(len(text))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(text)))
 	return resp, nil
-}
-
-func sortedKeys[V any](m map[int]V) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -17,7 +17,8 @@ import (
 
 // front is the HTTP server clients talk to. It counts every request by operation, answers
 // injected failures, serves what moto lacks (published SSM parameters, capacity reservations)
-// and forwards everything else to moto unchanged.
+// and the instance health tests set (instancestatus.go), and forwards everything else to moto
+// unchanged.
 type front struct {
 	proxy *httputil.ReverseProxy
 	// moto is moto_server's URL, and client calls it directly (for the fleet fix-ups).
@@ -29,6 +30,7 @@ type front struct {
 	failures     map[string][]injectedError
 	params       map[string]*string // SetParameter overrides; nil marks a deleted parameter
 	reservations []CapacityReservation
+	health       map[string]InstanceHealth // SetInstanceHealth, by instance ID
 	seq          int
 }
 
@@ -122,6 +124,22 @@ func (f *front) parameter(name string) (value string, found, owned bool) {
 
 var credentialScope = regexp.MustCompile(`Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request`)
 
+// awsCall names the AWS API call a request with this body makes: the service it is signed for, and
+// the action its X-Amz-Target names (JSON protocols) or, without one, the Action of its query form,
+// which it returns too (nil when the body is not a form). Unknown parts are empty.
+func awsCall(r *http.Request, body []byte) (service, action string, form url.Values) {
+	if m := credentialScope.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
+		service = m[1]
+	}
+	if target := r.Header.Get("X-Amz-Target"); target != "" {
+		return service, target[strings.LastIndex(target, ".")+1:], nil
+	}
+	if v, err := url.ParseQuery(string(body)); err == nil {
+		form, action = v, v.Get("Action")
+	}
+	return service, action, form
+}
+
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
@@ -129,17 +147,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = r.Body.Close()
-	service := ""
-	if m := credentialScope.FindStringSubmatch(r.Header.Get("Authorization")); m != nil {
-		service = m[1]
-	}
-	action := ""
-	var form url.Values
-	if target := r.Header.Get("X-Amz-Target"); target != "" {
-		action = target[strings.LastIndex(target, ".")+1:]
-	} else if form, err = url.ParseQuery(string(body)); err == nil {
-		action = form.Get("Action")
-	}
+	service, action, form := awsCall(r, body)
 	op := service + ":" + action
 
 	f.mu.Lock()
@@ -156,6 +164,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case op == "ec2:DescribeCapacityReservations":
 		f.describeCapacityReservations(w, form)
+		return
+	case op == "ec2:DescribeInstanceStatus":
+		f.describeInstanceStatus(w, r, form)
 		return
 	case op == "ec2:CreateFleet":
 		f.createFleet(w, r, body)

@@ -15,9 +15,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,24 +90,14 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&o.WaitTime, DefaultWaitTime)
-	def(&o.VisibilityTimeout, DefaultVisibilityTimeout)
-	def(&o.RetryMin, DefaultRetryMin)
-	def(&o.RetryMax, DefaultRetryMax)
+	orDefault(&o.WaitTime, DefaultWaitTime)
+	orDefault(&o.VisibilityTimeout, DefaultVisibilityTimeout)
+	orDefault(&o.RetryMin, DefaultRetryMin)
+	orDefault(&o.RetryMax, DefaultRetryMax)
 	if o.MaxMessages <= 0 || o.MaxMessages > DefaultMaxMessages {
 		o.MaxMessages = DefaultMaxMessages
 	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
-	if o.Log.GetSink() == nil {
-		o.Log = logr.Discard()
-	}
+	o.Clock, o.Log = clockAndLog(o.Clock, o.Log)
 	return o
 }
 
@@ -123,16 +110,9 @@ type Controller struct {
 	// queueURL is resolved on the first poll; only the polling goroutine touches it.
 	queueURL string
 
-	mu sync.Mutex
-	// deleted is when this controller deleted each NodeClaim (by UID), kept for deletedTTL: EC2
-	// sends more than one message about an instance (a warning, then its state changes), and
-	// the cache can still show a NodeClaim undeleted when the next one comes, so another message
-	// must neither delete nor count it again.
-	deleted map[types.UID]time.Time
+	// deleter deletes each NodeClaim once, however many messages name its instance.
+	deleter *deleter
 }
-
-// deletedTTL is how long a NodeClaim deleted on a message is remembered.
-const deletedTTL = 10 * time.Minute
 
 var (
 	_ cloudprovider.InstrumentedController = (*Controller)(nil)
@@ -158,53 +138,26 @@ func NewController(kube client.Client, opts Options) (*Controller, error) {
 	if _, _, _, err := parseQueue(opts.Queue); err != nil {
 		return nil, fmt.Errorf("new interruption controller: %w", err)
 	}
-	return &Controller{kube: kube, opts: opts.withDefaults(), metrics: newMetrics(), deleted: map[types.UID]time.Time{}}, nil
+	opts = opts.withDefaults()
+	return &Controller{kube: kube, opts: opts, metrics: newMetrics(), deleter: newDeleter(kube, opts.Clock)}, nil
 }
 
 // RegisterMetrics registers the controller's metrics with reg (nil registers none). The operator
 // calls it before SetupWithManager.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
-	m, err := c.metrics.register(reg)
-	if err != nil {
-		return err
-	}
-	c.metrics = m
-	return nil
+	return registerMetrics(&c.metrics, reg)
 }
 
 // SetupWithManager indexes NodeClaims by instance ID and adds the controller to mgr.
 func (c *Controller) SetupWithManager(mgr manager.Manager) error {
-	if c.opts.Recorder == nil {
-		c.opts.Recorder = mgr.GetEventRecorder(ControllerName)
-	}
-	ctx := context.Background()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &karpv1.NodeClaim{}, InstanceIDField, IndexInstanceIDs(c.opts.InstanceID)); err != nil {
-		return fmt.Errorf("index nodeclaims by %s: %w", InstanceIDField, err)
-	}
-	if err := fieldindex.Register(ctx, mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
-	if err := mgr.Add(c); err != nil {
-		return fmt.Errorf("add the interruption controller: %w", err)
-	}
-	return nil
+	return setUp(mgr, c, ControllerName, &c.opts.Recorder, c.opts.InstanceID)
 }
 
 // IndexInstanceIDs returns the index function of InstanceIDField: the instance ID that
 // instanceID reads from a NodeClaim's status.providerID, or nothing. Tests building a fake client
 // register it with WithIndex.
 func IndexInstanceIDs(instanceID func(providerID string) (string, error)) client.IndexerFunc {
-	return func(o client.Object) []string {
-		nc, ok := o.(*karpv1.NodeClaim)
-		if !ok || nc.Status.ProviderID == "" {
-			return nil
-		}
-		id, err := instanceID(nc.Status.ProviderID)
-		if err != nil {
-			return nil
-		}
-		return []string{id}
-	}
+	return fieldindex.IndexerFunc(instanceIDOf(instanceID))
 }
 
 // NeedLeaderElection is true: one replica acts on each message.
@@ -214,23 +167,7 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 func (c *Controller) Start(ctx context.Context) error {
 	log := c.opts.Log.WithValues("queue", c.opts.Queue)
 	log.Info("handling interruption events")
-	backoff := c.opts.RetryMin
-	for ctx.Err() == nil {
-		err := c.Poll(ctx)
-		if err == nil {
-			backoff = c.opts.RetryMin
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		log.Error(err, "interruption queue unavailable; retrying", "in", backoff.String())
-		select {
-		case <-ctx.Done():
-		case <-c.opts.Clock.After(backoff):
-		}
-		backoff = min(2*backoff, c.opts.RetryMax)
-	}
+	pollLoop(ctx, c.opts.Clock, log, "interruption queue unavailable", 0, c.opts.RetryMin, c.opts.RetryMax, c.Poll)
 	return nil
 }
 
@@ -348,17 +285,17 @@ func enqueuedAt(m sqstypes.Message, msg Message) (time.Time, bool) {
 func (c *Controller) act(ctx context.Context, log logr.Logger, msg Message) error {
 	var errs []error
 	for _, id := range msg.InstanceIDs {
-		claims := &karpv1.NodeClaimList{}
-		if err := c.kube.List(ctx, claims, client.MatchingFields{InstanceIDField: id}); err != nil {
-			errs = append(errs, fmt.Errorf("list the nodeclaims of instance %s: %w", id, err))
+		claims, err := claimsOf(ctx, c.kube, id)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		if len(claims.Items) == 0 {
+		if len(claims) == 0 {
 			log.V(1).Info("no NodeClaim holds the instance of an interruption message", "instance", id)
 			continue
 		}
-		for i := range claims.Items {
-			if err := c.actOn(ctx, log.WithValues("instance", id, "nodeclaim", claims.Items[i].Name), msg, &claims.Items[i]); err != nil {
+		for i := range claims {
+			if err := c.actOn(ctx, log.WithValues("instance", id, "nodeclaim", claims[i].Name), msg, &claims[i]); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -369,10 +306,9 @@ func (c *Controller) act(ctx context.Context, log logr.Logger, msg Message) erro
 // actOn marks an interrupted spot offering unavailable, deletes the NodeClaim when the message
 // kind says so, and records Events on the NodeClaim and its Node.
 func (c *Controller) actOn(ctx context.Context, log logr.Logger, msg Message, nc *karpv1.NodeClaim) error {
-	nodes, err := fieldindex.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
-	if err != nil {
+	nodes := nodesOf(ctx, c.kube, nc, func(err error) {
 		log.Error(err, "find the node of an interrupted nodeclaim; recording Events on the NodeClaim only")
-	}
+	})
 	if msg.Kind == KindSpotInterrupted {
 		it, zone := nc.Labels[karpv1.LabelInstanceType], nc.Labels[karpv1.LabelTopologyZone]
 		if it != "" && zone != "" {
@@ -386,59 +322,23 @@ func (c *Controller) actOn(ctx context.Context, log logr.Logger, msg Message, nc
 		log.Info("recorded an interruption notice", "reason", reason)
 		return nil
 	}
-	if nc.DeletionTimestamp != nil || !c.claimDeletion(nc.UID) {
+	deleted, err := c.deleter.delete(ctx, nc, false)
+	if err != nil {
+		return fmt.Errorf("instance %s: %w", strings.Join(msg.InstanceIDs, ","), err)
+	}
+	if !deleted {
 		log.V(1).Info("nodeclaim of an interruption message is already being deleted")
 		return nil
 	}
-	err = c.kube.Delete(ctx, nc, client.Preconditions{UID: &nc.UID})
-	switch {
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		// Gone already, or a new NodeClaim of the same name: nothing left of this one to delete.
-		return nil
-	case err != nil:
-		c.releaseDeletion(nc.UID)
-		return fmt.Errorf("delete nodeclaim %s of instance %s: %w", nc.Name, strings.Join(msg.InstanceIDs, ","), err)
-	}
-	c.metrics.disrupted(msg.Kind, nc)
+	countDisrupted(c.metrics.Disrupted, string(msg.Kind), nc)
 	c.record(nc, nodes, reason, "Delete", note+"; deleting the NodeClaim to drain and replace it")
 	log.Info("deleting nodeclaim on an interruption message", "node", nc.Status.NodeName, "detail", msg.Detail)
 	return nil
 }
 
-// claimDeletion records that this controller deletes the NodeClaim now, and reports false when
-// it already did within deletedTTL.
-func (c *Controller) claimDeletion(uid types.UID) bool {
-	now := c.opts.Clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for u, at := range c.deleted {
-		if now.Sub(at) >= deletedTTL {
-			delete(c.deleted, u)
-		}
-	}
-	if _, done := c.deleted[uid]; done {
-		return false
-	}
-	c.deleted[uid] = now
-	return true
-}
-
-// releaseDeletion forgets a deletion that failed, so that the message's retry deletes again.
-func (c *Controller) releaseDeletion(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.deleted, uid)
-}
-
 // record emits a Normal Event on the NodeClaim and each Node.
 func (c *Controller) record(nc *karpv1.NodeClaim, nodes []corev1.Node, reason, action, note string) {
-	objs := []runtime.Object{nc}
-	for i := range nodes {
-		objs = append(objs, &nodes[i])
-	}
-	for _, o := range objs {
-		c.opts.Recorder.Eventf(o, nil, corev1.EventTypeNormal, reason, action, "%s", note)
-	}
+	record(c.opts.Recorder, nc, nodes, corev1.EventTypeNormal, reason, action, note)
 }
 
 // eventOf returns the Event reason and text of a message.

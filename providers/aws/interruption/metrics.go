@@ -56,7 +56,45 @@ func (m *Metrics) register(reg prometheus.Registerer) (*Metrics, error) {
 	return out, nil
 }
 
-// disrupted counts a NodeClaim deleted for a message of kind.
-func (m *Metrics) disrupted(kind Kind, nc *karpv1.NodeClaim) {
-	m.Disrupted.WithLabelValues(string(kind), nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey]).Inc()
+// countDisrupted counts a NodeClaim deleted for reason in karpenter_nodeclaims_disrupted_total.
+func countDisrupted(c *prometheus.CounterVec, reason string, nc *karpv1.NodeClaim) {
+	c.WithLabelValues(reason, nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey]).Inc()
+}
+
+// InstanceStatusMetrics are the instance-status poller's Prometheus metrics.
+type InstanceStatusMetrics struct {
+	// Unhealthy is karpenter_interruption_instance_status_unhealthy_total{category}: the
+	// cluster's instances each poll found unhealthy, by Category (an instance counts once per
+	// poll and category).
+	Unhealthy *prometheus.CounterVec
+	// Errors is joiner_interruption_instance_status_errors_total{error}: polls that could not
+	// read EC2, by AWS error code ("" when the error has none).
+	Errors *prometheus.CounterVec
+	// Disrupted is karpenter_nodeclaims_disrupted_total, shared with the core controllers; the
+	// reason is the Category.
+	Disrupted *prometheus.CounterVec
+}
+
+// CategoryLabel is the label of karpenter_interruption_instance_status_unhealthy_total.
+const CategoryLabel = "category"
+
+func newInstanceStatusMetrics() *InstanceStatusMetrics {
+	return &InstanceStatusMetrics{
+		Unhealthy: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Karpenter, Subsystem: "interruption", Name: "instance_status_unhealthy_total",
+			Help: "Unhealthy instances found by the instance status poller, by category."}, []string{CategoryLabel}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Joiner, Subsystem: "interruption", Name: "instance_status_errors_total",
+			Help: "Instance status polls that could not read EC2, by AWS error code."}, []string{metrics.ErrorLabel}),
+		Disrupted: metrics.NewNodeClaimsDisrupted(),
+	}
+}
+
+// register registers m with reg (nil registers nothing) and returns the registered collectors,
+// reusing those already registered.
+func (m *InstanceStatusMetrics) register(reg prometheus.Registerer) (*InstanceStatusMetrics, error) {
+	r := metrics.NewRegistrar(reg)
+	out := &InstanceStatusMetrics{Unhealthy: metrics.Add(r, m.Unhealthy), Errors: metrics.Add(r, m.Errors), Disrupted: metrics.Add(r, m.Disrupted)}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("instance status metrics: %w", err)
+	}
+	return out, nil
 }

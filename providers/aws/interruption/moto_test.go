@@ -40,7 +40,7 @@ func TestMotoInterruptionQueue(t *testing.T) {
 		t.Skip("moto integration test skipped with -short")
 	}
 	ctx := context.Background()
-	m := awstest.Start(t)
+	m := moto // shared with the instance-status tests (main_test.go); Seed gives this test its own queue
 	env := m.Seed(ctx, t)
 	sqsc := sqs.NewFromConfig(m.Config)
 
