@@ -42,7 +42,7 @@ import (
 )
 
 // Options configure a Checker. The zero value checks against no policies, rejects unknown fields as
-// kubectl does, and fails on kinds Joiner does not admit.
+// kubectl does, and skips kinds Joiner does not judge.
 type Options struct {
 	// Policies are the cluster's ProvisioningPolicies. Nil means none.
 	Policies []policy.Policy
@@ -50,9 +50,13 @@ type Options struct {
 	EvalTimeout time.Duration
 	// FieldValidation is the requests' fieldValidation; empty means Strict, as with kubectl apply.
 	FieldValidation crdvalidation.FieldValidation
-	// SkipUnknownKinds skips objects of kinds outside Joiner's API groups (Deployments, ConfigMaps, ...)
-	// instead of failing on them.
-	SkipUnknownKinds bool
+	// StrictKinds makes objects of kinds outside Joiner's API groups (Deployments, ConfigMaps, ...) an
+	// error instead of skipping them.
+	StrictKinds bool
+	// PolicyOnly judges objects by the ProvisioningPolicies alone, as the validating webhooks evaluate
+	// them, without the schema, the defaults and the semantic checks (`joiner policy check`). Kinds are
+	// resolved as in a full check: legacy Karpenter kinds are refused, foreign kinds skipped.
+	PolicyOnly bool
 	// Parallelism is how many objects are checked at once; zero means GOMAXPROCS.
 	Parallelism int
 	// Logger receives the webhooks' and the engine's logs; the zero value discards them.
@@ -107,17 +111,6 @@ func New(ctx context.Context, opts Options) (*Checker, error) {
 
 // PolicyCount returns how many policies the Checker evaluates.
 func (c *Checker) PolicyCount() int { return len(c.engine.PolicyNames()) }
-
-// Item is one object to check.
-type Item struct {
-	// Source says where the object comes from, such as "nodepools.yaml#2"; it prefixes the report lines.
-	Source string
-	// Object is the manifest, in its unstructured JSON form. Check does not modify it.
-	Object map[string]any
-	// Old is the object the cluster stores now, as last applied, when Object updates it; nil for a
-	// create. It is stored as a create would have stored it (decoded, defaulted) and is not judged.
-	Old map[string]any
-}
 
 // Check judges every item, in parallel, and returns one Result per item in order. The error is reserved
 // for what prevents the whole check (ctx done, a broken webhook configuration); a rejected object is a
@@ -204,7 +197,7 @@ func (p *pass) handedOver(obj *webhooks.Object) {
 // check judges one item; the error is reserved for ctx done and internal inconsistencies.
 func (s *session) check(ctx context.Context, p *pass) (Result, error) {
 	it := p.item
-	res := Result{Source: it.Source, Operation: policy.OperationCreate, Allowed: true}
+	res := Result{Source: it.Source, File: it.File, Line: it.Line, Operation: policy.OperationCreate, Allowed: true}
 	if it.Old != nil {
 		res.Operation = policy.OperationUpdate
 	}
@@ -218,19 +211,22 @@ func (s *session) check(ctx context.Context, p *pass) (Result, error) {
 	}
 	t, ke := p.t, p.kindErr
 	if ke != nil {
-		if ke.Foreign && s.c.opts.SkipUnknownKinds {
-			res.Skipped = true
+		if ke.Foreign && !s.c.opts.StrictKinds {
+			res.Skipped, res.SkipReason = true, res.APIVersion+" "+res.Kind+" is not a kind Joiner judges (--strict-kinds makes it an error)"
 			return res, nil
 		}
 		res.reject(ke.Message, Problem{Action: ActionError, By: ByKind, Message: ke.Message})
 		return res, nil
 	}
 	if t.contextOnly {
-		res.Skipped = true
+		res.Skipped, res.SkipReason = true, "Namespaces are read for the Pods' sake, not judged"
 		return res, nil
 	}
 	if t.namespaced && res.Namespace == "" {
 		res.Namespace = defaultNamespace
+	}
+	if s.c.opts.PolicyOnly {
+		return res, s.judgePolicies(ctx, p, &res)
 	}
 	return res, s.admit(ctx, p, &res)
 }

@@ -136,7 +136,7 @@ func TestCheck(t *testing.T) {
 			name:   "a node class the objects do not hold is only a warning",
 			object: strings.Replace(localNodePool("elsewhere", "", ""), "name: local}", "name: elsewhere}", 1),
 			wantProblems: []admissioncheck.Problem{
-				{Action: "warn", By: "nodepool.validation.joiner.dev", Field: "spec.template.spec.requirements", Message: `spec.template.spec.requirements: not checked against the instance-type catalog: instance types of NodePool…`},
+				{Action: "warn", By: "nodepool.validation.joiner.dev", Field: "spec.template.spec.requirements", Message: `spec.template.spec.requirements: not checked against the instance-type catalog: instance types of NodePool elsewhere: get instance types: node class not ready: nodepool elsewhere: LocalNodeClass "elsewhere" not found; create it or fix nodeClassRef.name`},
 				{Action: "warn", By: "nodepool.validation.joiner.dev", Field: "spec.template.spec.nodeClassRef", Message: `spec.template.spec.nodeClassRef: LocalNodeClass "elsewhere" does not exist; create it, or the NodePool stays NotReady`},
 			},
 		},
@@ -146,8 +146,8 @@ func TestCheck(t *testing.T) {
 			object:    strings.Replace(localNodePool("big", "", ""), `cpu: "10"`, `cpu: "500"`, 1),
 			wantError: `admission webhook "nodepool.validation.joiner.dev" denied the request: [cpu-cap] spec.limits.cpu above 100 (field: spec.limits.cpu)`,
 			wantProblems: []admissioncheck.Problem{
-				{Action: "deny", By: "nodepool.validation.joiner.dev", Field: "spec.limits.cpu", Message: "[cpu-cap] spec.limits.cpu above 100 (field: spec.limits.cpu)"},
-				{Action: "warn", By: "nodepool.validation.joiner.dev", Field: "metadata.labels", Message: "[team-label] add a team label (field: metadata.labels)"},
+				{Action: "deny", By: "nodepool.validation.joiner.dev", Field: "spec.limits.cpu", Policy: "cpu-cap", Message: "[cpu-cap] spec.limits.cpu above 100 (field: spec.limits.cpu)"},
+				{Action: "warn", By: "nodepool.validation.joiner.dev", Field: "metadata.labels", Policy: "team-label", Message: "[team-label] add a team label (field: metadata.labels)"},
 			},
 		},
 		{
@@ -184,14 +184,14 @@ func TestCheck(t *testing.T) {
 			wantError: "karpenter.sh/v1 Machine is not served by this cluster's CRDs; the karpenter.sh kinds are karpenter.sh/v1 NodeClaim, karpenter.sh/v1 NodePool",
 		},
 		{
-			name:      "a kind outside Joiner's groups",
-			object:    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
-			wantError: "apps/v1 Deployment is not a kind Joiner admits",
+			name:      "a kind outside Joiner's groups, with StrictKinds",
+			opts:      admissioncheck.Options{StrictKinds: true},
+			object:    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\n",
+			wantError: "v1 ConfigMap is not a kind Joiner judges",
 		},
 		{
-			name:        "a kind outside Joiner's groups, skipped",
-			opts:        admissioncheck.Options{SkipUnknownKinds: true},
-			object:      "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+			name:        "a kind outside Joiner's groups is skipped",
+			object:      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\n",
 			wantSkipped: true,
 		},
 		{name: "a Namespace is only read", object: "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n", wantSkipped: true},

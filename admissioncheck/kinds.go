@@ -29,6 +29,21 @@ func (t target) gvr() schema.GroupVersionResource {
 var coreKinds = map[schema.GroupVersionKind]target{
 	{Version: "v1", Kind: "Pod"}:       {gvk: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, resource: "pods", namespaced: true},
 	{Version: "v1", Kind: "Namespace"}: {gvk: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, resource: "namespaces", contextOnly: true},
+	// Workloads: their pod templates pass the workload webhook (tenancy and opted-in Pod policies).
+	workloadGVK("apps", "Deployment"):  workloadTarget("apps", "Deployment", "deployments"),
+	workloadGVK("apps", "StatefulSet"): workloadTarget("apps", "StatefulSet", "statefulsets"),
+	workloadGVK("apps", "DaemonSet"):   workloadTarget("apps", "DaemonSet", "daemonsets"),
+	workloadGVK("apps", "ReplicaSet"):  workloadTarget("apps", "ReplicaSet", "replicasets"),
+	workloadGVK("batch", "Job"):        workloadTarget("batch", "Job", "jobs"),
+	workloadGVK("batch", "CronJob"):    workloadTarget("batch", "CronJob", "cronjobs"),
+}
+
+func workloadGVK(group, kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: group, Version: "v1", Kind: kind}
+}
+
+func workloadTarget(group, kind, resource string) target {
+	return target{gvk: workloadGVK(group, kind), resource: resource, namespaced: true}
 }
 
 // legacyVersions are the API versions Karpenter served before v1, which `joiner convert` rewrites.
@@ -43,7 +58,8 @@ var legacyVersions = map[schema.GroupVersion]string{
 type KindError struct {
 	// Message names the apiVersion and kind and the fix.
 	Message string
-	// Foreign is set for a kind outside Joiner's API groups, which Options.SkipUnknownKinds skips.
+	// Foreign is set for a kind outside Joiner's API groups, which a check skips unless
+	// Options.StrictKinds.
 	Foreign bool
 }
 
@@ -74,7 +90,7 @@ func resolve(schemas *crdvalidation.Schemas, obj map[string]any) (target, *KindE
 	if schemas.ServesGroup(gv.Group) {
 		return target{}, &KindError{Message: fmt.Sprintf("%s %s is not served by this cluster's CRDs; the %s kinds are %s", apiVersion, kind, gv.Group, schemas.KindsOf(gv.Group))}
 	}
-	return target{}, &KindError{Foreign: true, Message: fmt.Sprintf("%s %s is not a kind Joiner admits; joiner check judges %s, and reads v1 Namespaces for the Pods' sake (pass --skip-unknown-kinds to skip other kinds)",
+	return target{}, &KindError{Foreign: true, Message: fmt.Sprintf("%s %s is not a kind Joiner judges; joiner check judges %s, and reads v1 Namespaces for the Pods' sake (other kinds are skipped unless --strict-kinds)",
 		apiVersion, kind, knownKinds(schemas))}
 }
 
@@ -84,5 +100,5 @@ func knownKinds(schemas *crdvalidation.Schemas) string {
 	for _, gvk := range schemas.Kinds() {
 		names = append(names, gvk.GroupVersion().String()+" "+gvk.Kind)
 	}
-	return strings.Join(append(names, "v1 Pod"), ", ")
+	return strings.Join(append(names, "v1 Pod", "apps/v1 Deployment, StatefulSet, DaemonSet, ReplicaSet", "batch/v1 Job, CronJob"), ", ")
 }

@@ -21,6 +21,8 @@ const (
 	// ActionError is an object the check cannot judge: a kind the cluster does not serve, or an old
 	// object that could not have been stored.
 	ActionError = "error"
+	// ActionDryRun is a violation of a DryRun policy, which the cluster only records.
+	ActionDryRun = "dryrun"
 )
 
 // What found a Problem (Problem.By), besides the name of a webhook.
@@ -42,6 +44,8 @@ type Problem struct {
 	By string `json:"by"`
 	// Field is the path of the offending field, when the problem names one.
 	Field string `json:"field,omitempty"`
+	// Policy is the ProvisioningPolicy that gave the line ("[policy] ..."), when one did.
+	Policy string `json:"policy,omitempty"`
 	// Message is the line as the cluster words it.
 	Message string `json:"message"`
 }
@@ -56,9 +60,13 @@ type Result struct {
 	Operation  policy.Operation `json:"operation"`
 	// Allowed reports whether the cluster would accept the object.
 	Allowed bool `json:"allowed"`
-	// Skipped is set for objects that are not judged: Namespaces (read for the Pods' sake) and, with
-	// Options.SkipUnknownKinds, kinds Joiner does not admit.
-	Skipped bool `json:"skipped,omitempty"`
+	// File and Line locate the object's document: its file and the 1-based line the document starts on.
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+	// Skipped is set for objects that are not judged: Namespaces (read for the Pods' sake) and, unless
+	// Options.StrictKinds, kinds Joiner does not judge. SkipReason says why.
+	Skipped    bool   `json:"skipped,omitempty"`
+	SkipReason string `json:"skipReason,omitempty"`
 	// Error is what the apiserver answers when it refuses the object, word for word (kubectl prints it
 	// after "Error from server (...)").
 	Error string `json:"error,omitempty"`
@@ -142,6 +150,7 @@ func webhookDenial(message string) (string, []string) {
 var (
 	leadingField = regexp.MustCompile(`^(?:pre-existing: )?([a-z][A-Za-z0-9]*(?:\[[^\]\s]*\])*(?:\.[A-Za-z0-9_-]+(?:\[[^\]\s]*\])*)*): `)
 	policyField  = regexp.MustCompile(`^\[[^\]]+\] .* \(field: ([^)]+)\)$`)
+	policyName   = regexp.MustCompile(`^(?:pre-existing: )?\[([^\]\s]+)\] `)
 )
 
 // fieldOf returns the field a webhook's line names, or "".
@@ -200,9 +209,12 @@ func newReport(results []Result, policies int) *Report {
 		default:
 			r.Summary.Denied++
 		}
-		for _, p := range o.Problems {
+		for i, p := range o.Problems {
 			if p.Action == ActionWarn {
 				r.Summary.Warnings++
+			}
+			if m := policyName.FindStringSubmatch(p.Message); m != nil && p.Policy == "" && p.By != ByAPIServer && p.By != ByKind {
+				o.Problems[i].Policy = m[1]
 			}
 		}
 	}
@@ -250,6 +262,8 @@ func rank(action string) int {
 		return 0
 	case ActionDeny:
 		return 1
+	case ActionWarn:
+		return 2
 	}
-	return 2
+	return 3
 }

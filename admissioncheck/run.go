@@ -15,12 +15,6 @@ import (
 	"github.com/joiner-dev/joiner/policy/offline"
 )
 
-// Output formats accepted by Config.Output: those of every check report (offline.WriteReport).
-const (
-	OutputText = offline.OutputText
-	OutputJSON = offline.OutputJSON
-)
-
 // Config is everything `joiner check` needs.
 type Config struct {
 	// ObjectPaths are files, directories or "-" for Stdin: the manifests to check.
@@ -34,12 +28,18 @@ type Config struct {
 	PolicyPath string
 	// Stdin is read for the path "-".
 	Stdin io.Reader
-	// Output is OutputText (default) or OutputJSON.
+	// Output is a report format: OutputText (default), OutputJSON, OutputJUnit, OutputSARIF,
+	// OutputGitHub or OutputGitLab.
 	Output string
 	// FieldValidation is Strict (default), Warn or Ignore, as kubectl's --validate.
 	FieldValidation string
-	// SkipUnknownKinds skips kinds Joiner does not admit instead of failing on them.
-	SkipUnknownKinds bool
+	// StrictKinds makes kinds Joiner does not judge an error instead of skipping them.
+	StrictKinds bool
+	// PolicyOnly judges the objects by the policies alone (Options.PolicyOnly): `joiner policy check`.
+	PolicyOnly bool
+	// Operation is the admission operation of the objects that --old does not pair: CREATE (default) or
+	// UPDATE, which reviews each of them as an update of itself.
+	Operation policy.Operation
 	// EvalTimeout bounds the policy evaluation of one object; zero means policy.DefaultEvalTimeout.
 	EvalTimeout time.Duration
 	// Logger receives the webhooks' and the engine's logs; the zero value discards them.
@@ -50,16 +50,29 @@ type Config struct {
 }
 
 // Run loads the manifests, the old manifests and the policies, checks the manifests and writes the
-// report to w. It returns the exit code: 1 when the cluster would refuse any object, else 0. A non-nil
-// error (bad flags, unreadable files, invalid policies, no objects unless cfg.Load.AllowEmpty, ctx done)
-// comes with exit code 1 and no report.
+// report to w. It returns the exit code: ExitDenied when the cluster would refuse any object, else
+// ExitAllowed. A non-nil error (bad configuration, unreadable files, invalid policies, no objects unless
+// cfg.Load.AllowEmpty, ctx done) comes with ExitUsage and no report.
 func Run(ctx context.Context, cfg Config, w io.Writer) (int, error) {
-	if err := offline.CheckOutput(cfg.Output); err != nil {
+	code, err := run(ctx, cfg, w)
+	if err != nil {
+		return ExitUsage, err
+	}
+	return code, nil
+}
+
+func run(ctx context.Context, cfg Config, w io.Writer) (int, error) {
+	if err := CheckOutput(cfg.Output); err != nil {
 		return 1, err
 	}
 	fv, err := crdvalidation.ParseFieldValidation(cfg.FieldValidation)
 	if err != nil {
 		return 1, err
+	}
+	switch cfg.Operation {
+	case "", policy.OperationCreate, policy.OperationUpdate:
+	default:
+		return 1, fmt.Errorf("operation %q is not supported; use %s or %s", cfg.Operation, policy.OperationCreate, policy.OperationUpdate)
 	}
 	if len(cfg.ObjectPaths) == 0 {
 		return 1, errors.New("no manifests to check; pass files, directories or - for standard input with -f")
@@ -84,15 +97,39 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (int, error) {
 			return 1, fmt.Errorf("old manifests: %w", err)
 		}
 	}
-	checker, err := New(ctx, Options{Policies: policies, EvalTimeout: cfg.EvalTimeout, FieldValidation: fv, SkipUnknownKinds: cfg.SkipUnknownKinds, Logger: cfg.Logger})
+	checker, err := New(ctx, Options{Policies: policies, EvalTimeout: cfg.EvalTimeout, FieldValidation: fv,
+		StrictKinds: cfg.StrictKinds, PolicyOnly: cfg.PolicyOnly, Logger: cfg.Logger})
 	if err != nil {
 		return 1, err
 	}
-	rep, err := checker.Check(ctx, Pair(objects, old))
+	items := Pair(objects, old)
+	if cfg.Operation == policy.OperationUpdate {
+		for i := range items {
+			if items[i].Old == nil {
+				items[i].Old = items[i].Object
+			}
+		}
+	}
+	rep, err := checker.Check(ctx, items)
 	if err != nil {
 		return 1, err
 	}
-	return offline.WriteReport(w, cfg.Output, rep)
+	return WriteReport(w, cfg.Output, rep)
+}
+
+// Item is one object to check.
+type Item struct {
+	// Source says where the object comes from, such as "nodepools.yaml#2"; it prefixes the report lines.
+	Source string
+	// Object is the manifest, in its unstructured JSON form. Check does not modify it.
+	Object map[string]any
+	// Old is the object the cluster stores now, as last applied, when Object updates it; nil for a
+	// create. It is stored as a create would have stored it (decoded, defaulted) and is not judged.
+	Old map[string]any
+	// File and Line locate the object's document (its file and the 1-based line it starts on) for the
+	// reports that point into files; empty and 0 when unknown.
+	File string
+	Line int
 }
 
 // Pair turns loaded manifests into Items, each with the old manifest of the same object (same API
@@ -104,7 +141,7 @@ func Pair(objects, old []offline.Object) []Item {
 	}
 	items := make([]Item, len(objects))
 	for i, o := range objects {
-		items[i] = Item{Source: o.Source, Object: o.Content, Old: byKey[identity(o.Content)]}
+		items[i] = Item{Source: o.Source, Object: o.Content, Old: byKey[identity(o.Content)], File: o.File, Line: o.Line}
 	}
 	return items
 }

@@ -73,11 +73,11 @@ func TestRun(t *testing.T) {
 			cfg:       admissioncheck.Config{ObjectPaths: []string{filepath.Join(dir, "clean")}},
 			wantLines: []string{"checked 2 objects against 0 policies: 2 allowed, 0 denied, 0 skipped, 0 warnings"},
 		},
-		{name: "unknown output", cfg: admissioncheck.Config{ObjectPaths: []string{dir}, Output: "yaml"}, wantCode: 1, wantErr: `output "yaml" is not supported`},
-		{name: "unknown field validation", cfg: admissioncheck.Config{ObjectPaths: []string{dir}, FieldValidation: "Loose"}, wantCode: 1, wantErr: `field validation "Loose" is not supported`},
-		{name: "no manifests", cfg: admissioncheck.Config{}, wantCode: 1, wantErr: "no manifests to check"},
-		{name: "empty folder", cfg: admissioncheck.Config{ObjectPaths: []string{t.TempDir()}}, wantCode: 1, wantErr: "no Kubernetes objects found"},
-		{name: "no policy in the policy folder", cfg: admissioncheck.Config{ObjectPaths: []string{filepath.Join(dir, "clean")}, PolicyPath: filepath.Join(dir, "clean")}, wantCode: 1, wantErr: "no ProvisioningPolicy found"},
+		{name: "unknown output", cfg: admissioncheck.Config{ObjectPaths: []string{dir}, Output: "yaml"}, wantCode: 2, wantErr: `output "yaml" is not supported`},
+		{name: "unknown field validation", cfg: admissioncheck.Config{ObjectPaths: []string{dir}, FieldValidation: "Loose"}, wantCode: 2, wantErr: `field validation "Loose" is not supported`},
+		{name: "no manifests", cfg: admissioncheck.Config{}, wantCode: 2, wantErr: "no manifests to check"},
+		{name: "empty folder", cfg: admissioncheck.Config{ObjectPaths: []string{t.TempDir()}}, wantCode: 2, wantErr: "no Kubernetes objects found"},
+		{name: "no policy in the policy folder", cfg: admissioncheck.Config{ObjectPaths: []string{filepath.Join(dir, "clean")}, PolicyPath: filepath.Join(dir, "clean")}, wantCode: 2, wantErr: "no ProvisioningPolicy found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -254,6 +254,13 @@ func checkKindWebhooks(t *testing.T, config string, hooks []commonWebhook, wantH
 func checkTenancyWebhook(t *testing.T, kind string, hooks []commonWebhook, w want) {
 	t.Helper()
 	at := kind + " " + podTenancy
+	if kind == "ValidatingWebhookConfiguration" {
+		if len(hooks) != 2 || hooks[1].Name != "workload.tenancy.joiner.dev" {
+			t.Fatalf("%s: want the webhooks pod.tenancy.joiner.dev and workload.tenancy.joiner.dev, got %d", at, len(hooks))
+		}
+		checkWorkloadWebhook(t, at, hooks[0], hooks[1])
+		hooks = hooks[:1]
+	}
 	if len(hooks) != 1 || hooks[0].Name != "pod.tenancy.joiner.dev" {
 		t.Fatalf("%s: want the single webhook pod.tenancy.joiner.dev, got %d", at, len(hooks))
 	}
@@ -284,6 +291,31 @@ func checkTenancyWebhook(t *testing.T, kind string, hooks []commonWebhook, w wan
 	}}
 	if !reflect.DeepEqual(h.NamespaceSelector, wantSel) {
 		t.Errorf("%s: namespaceSelector = %+v, want %+v (system namespaces excluded, bound namespaces only)", at, h.NamespaceSelector, wantSel)
+	}
+}
+
+// checkWorkloadWebhook asserts the workload-template webhook sits beside the Pod webhook with its
+// namespaceSelector, failurePolicy and timeout, and matches CREATE and UPDATE of the six workload kinds.
+func checkWorkloadWebhook(t *testing.T, at string, pod, h commonWebhook) {
+	t.Helper()
+	at += "/" + h.Name
+	if svc := h.ClientConfig.Service; svc == nil || deref(svc.Path) != "/validate/workload" {
+		t.Errorf("%s: want service path /validate/workload", at)
+	}
+	if !reflect.DeepEqual(h.FailurePolicy, pod.FailurePolicy) || !reflect.DeepEqual(h.TimeoutSeconds, pod.TimeoutSeconds) ||
+		!reflect.DeepEqual(h.NamespaceSelector, pod.NamespaceSelector) {
+		t.Errorf("%s: failurePolicy, timeoutSeconds and namespaceSelector must be the Pod webhook's", at)
+	}
+	ops := []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}
+	scope := ptr(admissionv1.NamespacedScope)
+	want := []admissionv1.RuleWithOperations{
+		{Operations: ops, Rule: admissionv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
+			Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Scope: scope}},
+		{Operations: ops, Rule: admissionv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"},
+			Resources: []string{"jobs", "cronjobs"}, Scope: scope}},
+	}
+	if !reflect.DeepEqual(h.Rules, want) {
+		t.Errorf("%s: rules = %+v, want exactly %+v", at, h.Rules, want)
 	}
 }
 

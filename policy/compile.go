@@ -102,8 +102,10 @@ type compiled struct {
 	kinds    map[string]struct{}
 	ops      opSet
 	selector labels.Selector // nil: no namespace selector
-	matchErr error           // set when spec.match is invalid
-	params   *ast.Term
+	// templates: the policy also judges workloads' pod templates (Match.WorkloadTemplates).
+	templates bool
+	matchErr  error // set when spec.match is invalid
+	params    *ast.Term
 }
 
 type opSet uint8
@@ -197,6 +199,10 @@ func (c *compiled) compileMatch(m Match) error {
 		}
 		c.selector = sel
 	}
+	if m.WorkloadTemplates && len(m.Kinds) > 0 && !slices.Contains(m.Kinds, KindPod) {
+		errs = append(errs, errors.New("spec.match.workloadTemplates: judges the pod templates of workloads with the policy's Pod rules; add Pod to spec.match.kinds or remove workloadTemplates"))
+	}
+	c.templates = m.WorkloadTemplates
 	c.matchErr = errors.Join(errs...)
 	return c.matchErr
 }

@@ -279,15 +279,19 @@ func matchOnly(c *compiled) *compiled {
 	if c == nil || c.matchErr != nil {
 		return nil
 	}
-	return &compiled{kinds: c.kinds, ops: c.ops, selector: c.selector}
+	return &compiled{kinds: c.kinds, ops: c.ops, selector: c.selector, templates: c.templates}
 }
 
 // matches reports whether cp applies to r.
 func (cp *compiledPolicy) matches(r *Review) bool {
 	c := cp.compiled
 	if c == nil {
-		// The match itself was invalid: report the broken policy for every review so it is noticed.
-		return true
+		// The match itself was invalid: report the broken policy for every review so it is noticed, but
+		// not for workload templates, which it may not have opted into; the Pod-level check reports it.
+		return r.Template == nil
+	}
+	if r.Template != nil && !c.templates {
+		return false
 	}
 	if c.ops&opBit(r.Operation) == 0 {
 		return false

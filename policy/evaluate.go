@@ -117,6 +117,13 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) ([]Violation, error) {
 	for _, rs := range results {
 		out = append(out, rs...)
 	}
+	if r.Template != nil {
+		for i := range out {
+			if !out[i].IsError() {
+				out[i].Field = r.Template.FieldPath(out[i].Field)
+			}
+		}
+	}
 	return out, nil
 }
 

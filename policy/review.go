@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -88,9 +89,18 @@ func withoutManagedFields(obj map[string]any) map[string]any {
 
 // Decide evaluates the policies that match r and sorts their results into a Verdict. It is the one
 // decision function of the webhook, the audit and the offline checks; what each does with a Verdict
-// follows from Denials, Warnings and Recorded. The error is Evaluate's: the review itself could not be
-// evaluated.
+// follows from Denials, Warnings and Recorded. A workload (Deployment, StatefulSet, DaemonSet, ReplicaSet,
+// Job, CronJob) is judged by the Pod its template describes, with the policies that opted into workload
+// templates (TemplateReview), so every front end judges workloads alike. The error is Evaluate's: the
+// review itself could not be evaluated, or a workload's template is not an object.
 func (e *Engine) Decide(ctx context.Context, r Review) (Verdict, error) {
+	tr, isWorkload, err := TemplateReview(r)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("decide %s %q: %w", r.Kind.Kind, r.Name, err)
+	}
+	if isWorkload {
+		r = tr
+	}
 	vs, err := e.Evaluate(ctx, r)
 	if err != nil {
 		return Verdict{}, err

@@ -74,6 +74,9 @@ type Match struct {
 	// NamespaceSelector selects Pods by the labels of their namespace. It applies to Pods only and is
 	// ignored for the cluster-scoped kinds. Nil selects every namespace.
 	NamespaceSelector *metav1.LabelSelector
+	// WorkloadTemplates makes a policy that matches Pods also match the reviews of the pod templates of
+	// workloads (see TemplateReview). False leaves workloads to the Pod-level check.
+	WorkloadTemplates bool
 }
 
 // Policy is one ProvisioningPolicy as the engine sees it.
@@ -146,6 +149,9 @@ type Review struct {
 	// Skip names policies left out of this review even where they match (the audit leaves out the
 	// policies whose evaluations keep failing while they back off). Nil evaluates every matching policy.
 	Skip map[string]bool
+	// Template is set on the review of a workload's pod template (see TemplateReview): only policies with
+	// Match.WorkloadTemplates match it, and their violations' fields are paths in the workload.
+	Template *TemplateSource
 }
 
 // NewReview builds a review of obj (and old, for UPDATE and DELETE) taking the kind, name and namespace from

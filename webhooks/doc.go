@@ -20,6 +20,8 @@
 //	/validate/nodepool /validate/nodeclaim /validate/ec2nodeclass /validate/localnodeclass     (validating)
 //	/validate/provisioningpolicy                                                               (validating)
 //	/mutate/pod /validate/pod                                                                  (Pod tenancy)
+//	/validate/workload                      (pod templates of Deployments, StatefulSets, DaemonSets,
+//	                                         ReplicaSets, Jobs and CronJobs: tenancy and opted-in Pod policies)
 //
 // # Failure policy
 //

@@ -582,7 +582,7 @@ func (c *loadClient) openLoop(ctx context.Context, rate float64, requests int) l
 //   - open-loop/200rps: 2000 reviews paced at 200 per second (10 s), each sent on schedule whatever the
 //     state of the others; reports the achieved rate and the latency from the scheduled send time.
 //
-// The garbage collector runs as in the joiner binary (operator.TuneGoGC: GOGC=400 unless GOGC is set).
+// The garbage collector runs as in the joiner binary (operator.TuneGoGC: GOGC=operator.GoGCPercent unless GOGC is set).
 // Each reports req/s, p50-ms, p99-ms and max-ms (from the moment a review leaves the client until its
 // answer is read), for the open loop sched-p99-ms (the p99 counted from the scheduled send time, which adds
 // the client's own dispatch delay), cpu-µs/req (CPU time of the whole process, client included,

@@ -287,7 +287,7 @@ func TestValidateNodePoolSemantics(t *testing.T) {
 			mutate: func(np *karpv1.NodePool) {
 				np.Spec.Template.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "example.com", Kind: "FooNodeClass", Name: "x"}
 			},
-			wantWarnings: []string{`spec.template.spec.nodeClassRef: FooNodeClass in group "example.com" is not a node class Joiner knows; use…`},
+			wantWarnings: []string{`spec.template.spec.nodeClassRef: FooNodeClass in group "example.com" is not a node class Joiner knows; use EC2NodeClass (karpenter.k8s.aws) or LocalNodeClass (joiner.dev)`},
 		},
 		{
 			name: "limits below current usage",
@@ -407,11 +407,11 @@ func TestValidateNodePoolPolicies(t *testing.T) {
 			wantWarnings: []string{"[require-team] NodePool has no joiner.dev/team label; label it with its owning team (field: metadata.labels)"},
 		},
 		{
-			name:         "long Warn message is truncated to 120 characters",
+			name:         "a long Warn message is never cut",
 			policies:     []policy.Policy{testPolicy("long", policy.ActionWarn, regoLongMessage, nil)},
 			mutate:       labelled,
 			wantAllowed:  true,
-			wantWarnings: []string{"[long] " + strings.Repeat("consider ", 11) + "consider…"},
+			wantWarnings: []string{"[long] " + strings.TrimSpace(strings.Repeat("consider ", 40))},
 		},
 		{
 			name:        "DryRun policy admits silently and records",
@@ -518,13 +518,13 @@ func TestValidateNodePoolRequestHandling(t *testing.T) {
 			name:         "update of an object that already had the problem is admitted with a warning",
 			req:          func() admissionRequest { return updateReq(bad, bad) },
 			wantAllowed:  true,
-			wantWarnings: []string{"pre-existing: spec.disruption.budgets[0].schedule: \"0 25 * * *\" is not a valid cron expression (end of range (25)…"},
+			wantWarnings: []string{"pre-existing: spec.disruption.budgets[0].schedule: \"0 25 * * *\" is not a valid cron expression (end of range (25) above maximum (23)); use 5 fields: minute hour day-of-month month day-of-week"},
 		},
 		{
 			name:         "update keeps old problems as warnings and denies new ones",
 			req:          func() admissionRequest { return updateReq(contradicting, bad) },
 			wantDenials:  []string{contradictionLine},
-			wantWarnings: []string{"pre-existing: spec.disruption.budgets[0].schedule: \"0 25 * * *\" is not a valid cron expression (end of range (25)…"},
+			wantWarnings: []string{"pre-existing: spec.disruption.budgets[0].schedule: \"0 25 * * *\" is not a valid cron expression (end of range (25) above maximum (23)); use 5 fields: minute hour day-of-month month day-of-week"},
 		},
 		{
 			name:        "object being deleted is not checked",

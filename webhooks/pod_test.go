@@ -328,7 +328,7 @@ func TestValidatePod(t *testing.T) {
 				p.Spec.NodeSelector = map[string]string{karpv1.NodePoolLabelKey: "team-b"}
 			}),
 			old:         pod("team-a", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{karpv1.NodePoolLabelKey: "team-b"} }),
-			wantWarning: []string{`pre-existing: spec.nodeSelector[karpenter.sh/nodepool]: NodePool team-b is not bound to namespace "team-a" (bound…`},
+			wantWarning: []string{`pre-existing: spec.nodeSelector[karpenter.sh/nodepool]: NodePool team-b is not bound to namespace "team-a" (bound: team-a); use only the bound NodePools`},
 		},
 		{
 			name: "update adding a foreign toleration is denied",

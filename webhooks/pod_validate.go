@@ -98,16 +98,26 @@ func (v *PodTenancyValidator) tenancy(ctx context.Context, namespace string, poo
 	if err != nil {
 		return f, fmt.Errorf("decode pod in namespace %q: %w", namespace, err)
 	}
-	violations := tenancy.Selection(namespace, pools, pod)
-	if len(pod.Spec.Tolerations) > 0 {
-		var list karpv1.NodePoolList
-		if err := v.reader.List(ctx, &list); err != nil {
-			return f, &lookupError{fmt.Errorf("list NodePools: %w", err)}
-		}
-		violations = append(violations, tenancy.Tolerations(namespace, pools, pod, list.Items)...)
+	violations, err := v.podTenancy(ctx, namespace, pools, pod)
+	if err != nil {
+		return f, err
 	}
 	for _, violation := range violations {
 		f.deny(violation.Message)
 	}
 	return f, nil
+}
+
+// podTenancy returns the violations of the binding of namespace (bound to pools) by pod, a Pod or the Pod
+// of a workload's template. The NodePools are listed only when the Pod has tolerations to judge.
+func (v *PodTenancyValidator) podTenancy(ctx context.Context, namespace string, pools []string, pod *corev1.Pod) ([]tenancy.Violation, error) {
+	violations := tenancy.Selection(namespace, pools, pod)
+	if len(pod.Spec.Tolerations) > 0 {
+		var list karpv1.NodePoolList
+		if err := v.reader.List(ctx, &list); err != nil {
+			return nil, &lookupError{fmt.Errorf("list NodePools: %w", err)}
+		}
+		violations = append(violations, tenancy.Tolerations(namespace, pools, pod, list.Items)...)
+	}
+	return violations, nil
 }

@@ -27,6 +27,7 @@ const (
 	PathValidateProvisioningPolicy = "/validate/provisioningpolicy"
 	PathMutatePod                  = "/mutate/pod"
 	PathValidatePod                = "/validate/pod"
+	PathValidateWorkload           = "/validate/workload"
 )
 
 // Paths returns every path NewHandlers serves, in the order above.
@@ -34,7 +35,7 @@ func Paths() []string {
 	return []string{
 		PathDefaultNodePool, PathDefaultNodeClaim, PathDefaultEC2NodeClass, PathDefaultLocalNodeClass,
 		PathValidateNodePool, PathValidateNodeClaim, PathValidateEC2NodeClass, PathValidateLocalNodeClass,
-		PathValidateProvisioningPolicy, PathMutatePod, PathValidatePod,
+		PathValidateProvisioningPolicy, PathMutatePod, PathValidatePod, PathValidateWorkload,
 	}
 }
 
@@ -108,6 +109,9 @@ func NewHandlers(deps Dependencies) (map[string]DecodedHandler, error) {
 	validator := func(kind string, check semanticCheck) *Validator {
 		return &Validator{kind: kind, check: check, gate: gate, exempt: users}
 	}
+	pods := &PodTenancyValidator{
+		reader: deps.Reader, gate: gate, exemptNamespaces: namespaces, exemptUsers: users, log: log.WithName("pod-validate"),
+	}
 	return map[string]DecodedHandler{
 		PathDefaultNodePool:            NewNodePoolDefaulter(),
 		PathDefaultNodeClaim:           NewNodeClaimDefaulter(),
@@ -121,9 +125,8 @@ func NewHandlers(deps Dependencies) (map[string]DecodedHandler, error) {
 		PathMutatePod: &PodTenancyMutator{
 			reader: deps.Reader, exemptNamespaces: namespaces, log: log.WithName("pod-mutate"),
 		},
-		PathValidatePod: &PodTenancyValidator{
-			reader: deps.Reader, gate: gate, exemptNamespaces: namespaces, exemptUsers: users, log: log.WithName("pod-validate"),
-		},
+		PathValidatePod:      pods,
+		PathValidateWorkload: &WorkloadValidator{pods: pods},
 	}, nil
 }
 

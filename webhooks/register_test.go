@@ -68,6 +68,7 @@ func TestRegisterServesEveryPath(t *testing.T) {
 		webhooks.PathValidateProvisioningPolicy: request("ProvisioningPolicy", admissionv1.Create, "", "p", provisioningPolicy(regoMaxWeight, "Deny", ""), nil),
 		webhooks.PathMutatePod:                  podRequest(admissionv1.Create, pod("team-a", nil), nil),
 		webhooks.PathValidatePod:                podRequest(admissionv1.Create, pod("team-a", nil), nil),
+		webhooks.PathValidateWorkload:           workloadRequest("Deployment", admissionv1.Create, "team-a", onPool("team-a"), nil),
 	}
 	wantPatch := map[string]bool{
 		webhooks.PathDefaultNodePool: true, webhooks.PathDefaultNodeClaim: true, webhooks.PathDefaultEC2NodeClass: true,

@@ -8,14 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// MaxWarningLength is the longest admission warning the handlers return, in bytes (and so in characters).
-// The admission/v1 API asks for warnings of at most 120 characters; longer ones may be truncated by the
-// API server or by clients.
-const MaxWarningLength = 120
-
-// ellipsis marks a warning that was shortened to MaxWarningLength.
-const ellipsis = "…"
-
 // findings are the results of semantic checks: denials reject the request, one line each; warnings admit
 // it and are shown by kubectl.
 type findings struct {
@@ -53,7 +45,8 @@ func grandfather(updated, old findings) findings {
 }
 
 // respond builds the final response: a denial listing every line when there are denials, otherwise an
-// admission. Warnings ride along either way, each shortened to MaxWarningLength.
+// admission. Warnings ride along either way, whole: a warning is never cut (the API server keeps
+// warnings whole unless a response's warnings add up to more than 4 KiB).
 func respond(f findings) admission.Response {
 	warnings := clampWarnings(f.warnings)
 	if len(f.denials) > 0 {
@@ -69,7 +62,7 @@ func badRequest(err error) admission.Response {
 }
 
 // clampWarnings makes warnings safe to return: control characters become spaces (the API server drops
-// warnings that cannot go into an HTTP header), each is at most MaxWarningLength, and duplicates go.
+// warnings that cannot go into an HTTP header), and duplicates go. Warnings are never cut.
 func clampWarnings(warnings []string) []string {
 	if len(warnings) == 0 {
 		return nil
@@ -77,7 +70,7 @@ func clampWarnings(warnings []string) []string {
 	out := make([]string, 0, len(warnings))
 	seen := make(map[string]bool, len(warnings))
 	for _, w := range warnings {
-		w = truncateWarning(sanitizeWarning(w))
+		w = sanitizeWarning(w)
 		if w == "" || seen[w] {
 			continue
 		}
@@ -97,22 +90,4 @@ func sanitizeWarning(w string) string {
 		}
 		return r
 	}, w))
-}
-
-// truncateWarning shortens w to at most MaxWarningLength bytes, cutting at a word boundary when one is
-// near the limit and never inside a UTF-8 sequence, and appends an ellipsis.
-func truncateWarning(w string) string {
-	if len(w) <= MaxWarningLength {
-		return w
-	}
-	limit := MaxWarningLength - len(ellipsis)
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(w[cut]) {
-		cut--
-	}
-	// Prefer a space within the last 20 bytes so the warning does not end mid-word.
-	if sp := strings.LastIndexByte(w[:cut], ' '); sp >= limit-20 && sp > 0 {
-		cut = sp
-	}
-	return strings.TrimRight(w[:cut], " ,;:") + ellipsis
 }

@@ -106,7 +106,7 @@ func TestValidateNodePoolRuntimeValidationOnUpdate(t *testing.T) {
 		{name: "update that introduces the problem is denied", obj: bad, old: good, wantDenials: []string{badLine}},
 		{
 			name: "unrelated update of a NodePool that got past the webhook is admitted with a warning", obj: relabelled, old: bad, wantAllowed: true,
-			wantWarnings: []string{`pre-existing: spec.template.spec.requirements[1].values[0]: "spto" is not a karpenter.sh/capacity-type value; use…`},
+			wantWarnings: []string{`pre-existing: spec.template.spec.requirements[1].values[0]: "spto" is not a karpenter.sh/capacity-type value; use on-demand, reserved or spot`},
 		},
 		{name: "update that fixes the problem is admitted", obj: good, old: bad, wantAllowed: true},
 	}

@@ -164,7 +164,7 @@ func badInputs() []badInput {
 			want: map[string][]string{
 				"check":           {"no manifests to check; pass files, directories or - for standard input with -f"},
 				"convert":         {"pass the manifests to convert with -f FILE, -f DIR or -f - (standard input)"},
-				"policy check":    {"no objects to check; pass files, directories or - for standard input"},
+				"policy check":    {"no manifests to check; pass files, directories or - for standard input with -f"},
 				"policy test":     {"pass exactly one folder of policies and *_test.rego files"},
 				"disruption plan": {"no Kubernetes configuration (--kubeconfig, $KUBECONFIG or ~/.kube/config)"},
 			}},

@@ -56,23 +56,23 @@ spec:
 		{name: "controller bad tls", args: []string{"controller", "--tls-min-version", "1.0"}, wantCode: 2, wantStderr: "use 1.2 or 1.3"},
 		{name: "controller unknown provider", args: []string{"controller", "--cloud-provider", "gcp"}, wantCode: 2, wantStderr: `--cloud-provider "gcp" is not available in this build; use local`},
 		{name: "policy help", args: []string{"policy", "--help"}, wantStdout: "check"},
-		{name: "policy check needs policies", args: []string{"policy", "check", "-f", "-"}, wantCode: 1, wantStderr: "--policies is required"},
+		{name: "policy check needs policies", args: []string{"policy", "check", "-f", "-"}, wantCode: 2, wantStderr: "--policies is required"},
 		{name: "policy check deny", args: []string{"policy", "check", "--policies", policies, "-f", "-"}, stdin: nodePool(""),
 			wantCode: 1, wantStdout: "deny [needs-limit] set spec.limits.cpu (field: spec.limits.cpu)"},
 		{name: "policy check clean", args: []string{"policy", "check", "--policies", policies, "-f", "-"}, stdin: nodePool("  limits: {cpu: \"10\"}\n"),
-			wantCode: 0, wantStdout: "0 deny"},
+			wantCode: 0, wantStdout: "1 allowed, 0 denied"},
 		{name: "policy check json", args: []string{"policy", "check", "--policies", policies, "-o", "json", "-f", "-"}, stdin: nodePool(""),
 			wantCode: 1, wantStdout: `"policy": "needs-limit"`},
 		{name: "policy check help lists the input flags", args: []string{"policy", "check", "--help"},
 			wantStderr: "size limit of each input file and of standard input, such as 64Mi, 512Ki or 1Gi (default 64MiB)"},
 		{name: "policy check over max-file-size", args: []string{"policy", "check", "--policies", policies, "--max-file-size", "400", "-f", "-"}, stdin: nodePool("") + "# " + strings.Repeat("x", 400) + "\n",
-			wantCode: 1, wantStderr: "joiner policy check: load objects: read standard input: it holds more than 400B, over the limit of 400B on one input file; if it is meant to be read, raise the limit with --max-file-size"},
+			wantCode: 2, wantStderr: "joiner policy check: load objects: read standard input: it holds more than 400B, over the limit of 400B on one input file; if it is meant to be read, raise the limit with --max-file-size"},
 		{name: "policy check max-file-size with a unit", args: []string{"policy", "check", "--policies", policies, "--max-file-size=10Mi", "-f", "-"}, stdin: nodePool(""),
 			wantCode: 1, wantStdout: "deny [needs-limit]"},
 		{name: "policy check bad max-file-size", args: []string{"policy", "check", "--policies", policies, "--max-file-size", "10Mx", "-f", "-"},
 			wantCode: 2, wantStderr: `invalid value "10Mx" for flag -max-file-size: size "10Mx": unknown unit "Mx"`},
 		{name: "policy check no objects", args: []string{"policy", "check", "--policies", policies, "-f", "-"}, stdin: "# only a comment\n",
-			wantCode: 1, wantStderr: "no Kubernetes objects found in standard input (holds none); check the paths given, or pass --allow-empty"},
+			wantCode: 2, wantStderr: "no Kubernetes objects found in standard input (holds none); check the paths given, or pass --allow-empty"},
 		{name: "policy check no objects allowed", args: []string{"policy", "check", "--policies", policies, "--allow-empty", "-f", "-"}, stdin: "# only a comment\n",
 			wantCode: 0, wantStdout: "checked 0 objects against 1 policies"},
 		{name: "policy check skips a FIFO in a folder", args: []string{"policy", "check", "--policies", policies, "-f", folder},
@@ -120,8 +120,8 @@ func TestPolicyCheckStopsWhenInterrupted(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != 1 || !strings.Contains(stderr.String(), "joiner policy check: load objects: read standard input: stopped: context canceled") {
-			t.Fatalf("exit code %d, stderr %q; want 1 and the read reported as stopped", code, stderr.String())
+		if code != 2 || !strings.Contains(stderr.String(), "joiner policy check: load objects: read standard input: stopped: context canceled") {
+			t.Fatalf("exit code %d, stderr %q; want 2 (an input error) and the read reported as stopped", code, stderr.String())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("joiner policy check still running 10s after its context was cancelled")

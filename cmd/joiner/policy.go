@@ -6,60 +6,45 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/policy/offline"
 )
 
 const policyUsage = `Usage: joiner policy <check|test> [flags]
 
-  check   -f <file|dir|-> [-f ...] --policies <dir> [-o text|json] [--max-file-size 64Mi] [--allow-empty]
-          Evaluates the manifests against the ProvisioningPolicies in --policies with the same engine and
-          messages as the admission webhooks. Exits 1 on a Deny violation or any error, 0 when there are
-          only Warn or DryRun results. Finding no objects at all is an error unless --allow-empty. Only
-          regular text files are read, each within --max-file-size: a FIFO or a device named with -f is
-          refused (pipe data in with -f -), and folders are read for their regular files only (FIFOs,
-          devices, sockets and broken links are reported and skipped). Export a cluster's policies with
-          'kubectl get provisioningpolicies -o yaml > policies.yaml'.
+  check   -f <file|dir|-> [-f ...] --policies <file|dir> [-o human|json|junit|sarif|github|gitlab]
+          [--operation CREATE|UPDATE] [--strict-kinds] [--max-file-size 64Mi] [--allow-empty]
+          The policy-only mode of 'joiner check' ('joiner check --policy-only'): evaluates the manifests
+          against the ProvisioningPolicies in --policies with the same engine and messages as the
+          admission webhooks, with the same loader and report as 'joiner check'. Legacy Karpenter kinds
+          are refused with a pointer to 'joiner convert'; kinds Joiner does not judge are skipped
+          (--strict-kinds makes them an error). Exits 0 when allowed (Warn and DryRun results do not
+          fail), 1 on a Deny violation or an object that cannot be judged, 2 on a usage or input error.
+          Finding no objects at all is an error unless --allow-empty. Only regular text files are read,
+          each within --max-file-size. Export a cluster's policies with
+          'kubectl get provisioningpolicies -o yaml > policies.yaml'. 'joiner check --help' lists every flag.
   test    <dir> [--run regex] [-v] [--max-file-size 64Mi] [--allow-empty]
           Runs the Rego test_ rules (*_test.rego) against the policies in <dir> with OPA's tester. A folder
           without policies or tests is an error unless --allow-empty.
 `
 
+// policyCheckUsage is the usage of `joiner policy check`, the policy-only alias of `joiner check`.
+const policyCheckUsage = `Usage: joiner policy check -f <file|dir|-> [-f ...] --policies <file|dir> [flags]
+
+The policy-only mode of 'joiner check' (the same as 'joiner check --policy-only'). Exit codes: 0 allowed
+(warnings allowed), 1 denied, 2 usage or input error.
+
+Flags:
+`
+
 func runPolicy(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return runSubcommand("joiner policy", policyUsage, args, stdout, stderr, map[string]func([]string) int{
-		"check": func(args []string) int { return runPolicyCheck(ctx, args, stdin, stdout, stderr) },
-		"test":  func(args []string) int { return runPolicyTest(ctx, args, stdout, stderr) },
+		"check": func(args []string) int {
+			return runCheckAs(ctx, "joiner policy check", policyCheckUsage, true, args, stdin, stdout, stderr)
+		},
+		"test": func(args []string) int { return runPolicyTest(ctx, args, stdout, stderr) },
 	})
-}
-
-func runPolicyCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("joiner policy check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var inputs manifestFlags
-	inputs.bind(fs)
-	policies := fs.String("policies", "", "file or directory of ProvisioningPolicy manifests (required)")
-	output := fs.String("o", offline.OutputText, "output format: text or json")
-	operation := fs.String("operation", string(policy.OperationCreate), "admission operation to evaluate as: CREATE or UPDATE")
-	timeout := fs.Duration("timeout", policy.DefaultEvalTimeout, "evaluation deadline per object")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
-	}
-	if *policies == "" {
-		fmt.Fprintln(stderr, "joiner policy check: --policies is required: pass a file or folder of ProvisioningPolicy manifests")
-		return 1
-	}
-	code, err := offline.RunCheck(ctx, offline.CheckConfig{
-		PolicyDir: *policies, ObjectPaths: inputs.paths(fs), Stdin: stdin, Output: *output,
-		Operation: policy.Operation(strings.ToUpper(*operation)), EvalTimeout: *timeout,
-		Load: inputs.loadOptions(stderr),
-	}, stdout)
-	if err != nil {
-		fmt.Fprintln(stderr, "joiner policy check:", err)
-	}
-	return code
 }
 
 func runPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/joiner-dev/joiner/admissioncheck"
 	"github.com/joiner-dev/joiner/policy"
 	"github.com/joiner-dev/joiner/policy/library"
 	"github.com/joiner-dev/joiner/policy/offline"
@@ -64,9 +65,10 @@ func TestLibraryManifests(t *testing.T) {
 	}
 }
 
-// TestLibraryThroughEngine checks example NodePools with the library through the engine, the path the
-// webhook and the CLI take, so the Rego tests and the engine agree: the good NodePools pass, and each bad
-// NodePool breaks exactly the policy it was written for.
+// TestLibraryThroughEngine checks example NodePools with the library through `joiner policy check`
+// (admissioncheck's policy-only mode, which reviews and decides as the webhook does), so the Rego tests
+// and the engine agree: the good NodePools pass, and each bad NodePool breaks exactly the policy it was
+// written for.
 func TestLibraryThroughEngine(t *testing.T) {
 	tests := []struct {
 		file     string
@@ -87,31 +89,38 @@ func TestLibraryThroughEngine(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
 			var out bytes.Buffer
-			code, err := offline.RunCheck(context.Background(), offline.CheckConfig{PolicyDir: ".", ObjectPaths: []string{tc.file}, Output: offline.OutputJSON}, &out)
+			code, err := admissioncheck.Run(context.Background(), admissioncheck.Config{PolicyPath: ".", ObjectPaths: []string{tc.file},
+				PolicyOnly: true, Output: admissioncheck.OutputJSON}, &out)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if code != tc.wantCode {
 				t.Errorf("exit code %d, want %d", code, tc.wantCode)
 			}
-			var rep offline.Report
+			var rep admissioncheck.Report
 			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 				t.Fatal(err)
 			}
 			for _, o := range rep.Objects {
-				if len(o.Errors) > 0 {
-					t.Errorf("%s: errors %v", o.Name, o.Errors)
+				if o.Skipped {
+					t.Errorf("%s: skipped (%s)", o.Name, o.SkipReason)
 				}
 				policies := map[string]bool{}
-				for _, v := range o.Violations {
-					policies[v.Policy] = true
+				var violations []admissioncheck.Problem
+				for _, p := range o.Problems {
+					if p.Action == admissioncheck.ActionError {
+						t.Errorf("%s: error %s", o.Name, p.Message)
+						continue
+					}
+					policies[p.Policy] = true
+					violations = append(violations, p)
 				}
 				want, bad := tc.want[o.Name]
 				switch {
 				case !bad && len(policies) > 0:
-					t.Errorf("%s: unexpected violations %+v", o.Name, o.Violations)
+					t.Errorf("%s: unexpected violations %+v", o.Name, violations)
 				case bad && (len(policies) != 1 || !policies[want]):
-					t.Errorf("%s: violations %+v, want only %s", o.Name, o.Violations, want)
+					t.Errorf("%s: violations %+v, want only %s", o.Name, violations, want)
 				}
 			}
 		})

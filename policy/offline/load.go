@@ -1,8 +1,8 @@
 // Package offline is the front end of the policy engine for files on disk: it loads ProvisioningPolicy
-// manifests and Kubernetes objects from YAML or JSON, checks the objects against the policies (the
-// `joiner policy check` command) and runs the policies' Rego unit tests (`joiner policy test`).
-// It only reads files and formats reports; every verdict comes from package policy, so a check here gives
-// the same result as the admission webhook and the audit controller.
+// manifests and Kubernetes objects from YAML or JSON (for `joiner check` and `joiner policy check`, which
+// package admissioncheck runs), writes a check's text and JSON reports, and runs the policies' Rego unit
+// tests (`joiner policy test`). It only reads files and formats reports; every verdict comes from package
+// policy, through admissioncheck, so a check gives the same result as the admission webhook.
 package offline
 
 import (
@@ -35,11 +35,16 @@ type Object struct {
 	Source string
 	// Content is the object in its unstructured JSON form.
 	Content map[string]any
+	// File is the file the object was read from ("-" for standard input); Line is the 1-based line of that
+	// file where the object's document starts (1 for JSON values).
+	File string
+	Line int
 }
 
 // document is one YAML or JSON document of a file.
 type document struct {
 	source string // path#N
+	file   string // path
 	line   int    // 1-based line of the file where the document starts
 	text   []byte // YAML text (or JSON, which is YAML)
 }
@@ -68,7 +73,7 @@ func splitDocuments(name string, data []byte) []document {
 	}
 	flush(len(data))
 	for i := range docs {
-		docs[i].source = fmt.Sprintf("%s#%d", name, i+1)
+		docs[i].source, docs[i].file = fmt.Sprintf("%s#%d", name, i+1), name
 	}
 	return docs
 }
@@ -127,7 +132,7 @@ func splitJSON(name string, data []byte) ([]document, error) {
 		docs = append(docs, document{line: 1, text: raw})
 	}
 	for i := range docs {
-		docs[i].source = fmt.Sprintf("%s#%d", name, i+1)
+		docs[i].source, docs[i].file = fmt.Sprintf("%s#%d", name, i+1), name
 	}
 	return docs, nil
 }
@@ -151,6 +156,9 @@ func LoadObjectsWithOptions(ctx context.Context, paths []string, stdin io.Reader
 			return err
 		}
 		objs, err := flatten(d.source, v)
+		for i := range objs {
+			objs[i].File, objs[i].Line = d.file, d.line
+		}
 		out = append(out, objs...)
 		return err
 	})

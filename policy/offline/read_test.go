@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joiner-dev/joiner/admissioncheck"
 	"github.com/joiner-dev/joiner/fileinput"
 	"github.com/joiner-dev/joiner/policy/offline"
 	"github.com/joiner-dev/joiner/testsupport/filestest"
@@ -100,7 +101,7 @@ func is[T error](err error) bool {
 	return errors.As(err, &target)
 }
 
-func TestRunCheckNoObjects(t *testing.T) {
+func TestPolicyCheckNoObjects(t *testing.T) {
 	comments := filestest.Tree(t, map[string]string{"only-comments.yaml": "# nothing here\n---\n# nor here\n", "empty.json": "  \n"})
 	empty := t.TempDir()
 	broken := t.TempDir()
@@ -127,32 +128,32 @@ func TestRunCheckNoObjects(t *testing.T) {
 				name += " with AllowEmpty"
 			}
 			t.Run(name, func(t *testing.T) {
-				var out, warnings bytes.Buffer
-				code, err := offline.RunCheck(context.Background(), offline.CheckConfig{
-					PolicyDir: policiesDir, ObjectPaths: tc.paths, Stdin: strings.NewReader(tc.stdin),
+				var warnings bytes.Buffer
+				code, out, err := runPolicyCheck(t, admissioncheck.Config{
+					PolicyPath: policiesDir, ObjectPaths: tc.paths, Stdin: strings.NewReader(tc.stdin),
 					Load: offline.LoadOptions{AllowEmpty: allowEmpty, Warnings: &warnings},
-				}, &out)
+				})
 				for _, w := range tc.warnings {
 					if !strings.Contains(warnings.String(), w) {
 						t.Errorf("warnings lack %q:\n%s", w, warnings.String())
 					}
 				}
 				if allowEmpty {
-					if code != 0 || err != nil || !strings.Contains(out.String(), "checked 0 objects against 3 policies") {
-						t.Fatalf("RunCheck = %d, %v, output %q; want 0 and an empty report", code, err, out.String())
+					if code != admissioncheck.ExitAllowed || err != nil || !strings.Contains(out, "checked 0 objects against 3 policies") {
+						t.Fatalf("Run = %d, %v, output %q; want 0 and an empty report", code, err, out)
 					}
 					return
 				}
-				if code != 1 || !is[*fileinput.EmptyError](err) {
-					t.Fatalf("RunCheck = %d, %v, output %q; want exit 1 and an error", code, err, out.String())
+				if code != admissioncheck.ExitUsage || !is[*fileinput.EmptyError](err) {
+					t.Fatalf("Run = %d, %v, output %q; want exit %d and an error", code, err, out, admissioncheck.ExitUsage)
 				}
 				for _, w := range append(tc.want, "no Kubernetes objects found in ", "pass --allow-empty if finding none is expected") {
 					if !strings.Contains(err.Error(), w) {
 						t.Errorf("error %q lacks %q", err, w)
 					}
 				}
-				if out.Len() != 0 {
-					t.Errorf("wrote a report despite the error: %s", out.String())
+				if out != "" {
+					t.Errorf("wrote a report despite the error: %s", out)
 				}
 			})
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Output formats of a check's report: CheckConfig.Output, and that of `joiner check`.
+// Output formats of a check's report (those of `joiner check` and `joiner policy check` build on them).
 const (
 	OutputText = "text"
 	OutputJSON = "json"
@@ -24,39 +24,13 @@ type Finding struct {
 	Message string
 }
 
-// CheckReport is a check's result as WriteReport prints it: one line per finding then a summary line, or
-// the report itself as JSON. Both `joiner policy check` (Report) and `joiner check` print through it.
+// CheckReport is a check's result as WriteText prints it: one line per finding then a summary line.
+// `joiner check` and `joiner policy check` print their text reports through it.
 type CheckReport interface {
 	// Findings are the lines of the text report, in order.
 	Findings() []Finding
 	// SummaryLine is the text report's last line, without its newline.
 	SummaryLine() string
-	// ExitCode is the exit code of the check.
-	ExitCode() int
-}
-
-// CheckOutput returns an error unless output is a report format: empty (text), OutputText or OutputJSON.
-func CheckOutput(output string) error {
-	switch output {
-	case "", OutputText, OutputJSON:
-		return nil
-	}
-	return fmt.Errorf("output %q is not supported; use %s or %s", output, OutputText, OutputJSON)
-}
-
-// WriteReport writes rep to w in output (OutputText when empty) and returns the check's exit code. A
-// report that cannot be written is an error, with exit code 1.
-func WriteReport(w io.Writer, output string, rep CheckReport) (int, error) {
-	var err error
-	if output == OutputJSON {
-		err = WriteJSON(w, rep)
-	} else {
-		err = WriteText(w, rep)
-	}
-	if err != nil {
-		return 1, fmt.Errorf("write report: %w", err)
-	}
-	return rep.ExitCode(), nil
 }
 
 // WriteText prints one line per finding, then the summary line:

@@ -37,6 +37,7 @@ func ToPolicy(pp *v1alpha1.ProvisioningPolicy) (policy.Policy, error) {
 			Kinds:             append([]string(nil), pp.Spec.Match.Kinds...),
 			Operations:        append([]string(nil), pp.Spec.Match.Operations...),
 			NamespaceSelector: pp.Spec.Match.NamespaceSelector.DeepCopy(),
+			WorkloadTemplates: pp.Spec.Match.WorkloadTemplates,
 		},
 		Parameters: params,
 	}

@@ -20,7 +20,8 @@ const (
 
 // PolicyMatch selects the requests a policy is evaluated for.
 type PolicyMatch struct {
-	// Kinds are the kinds the policy applies to.
+	// Kinds are the kinds the policy applies to. With workloadTemplates, a Pod policy also applies to
+	// the pod templates of workloads.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:items:Enum=NodePool;NodeClaim;EC2NodeClass;LocalNodeClass;Pod
 	// +listType=set
@@ -34,6 +35,15 @@ type PolicyMatch struct {
 	// cluster-scoped kinds.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// WorkloadTemplates makes a Pod policy also judge the pod templates of Deployments, StatefulSets,
+	// DaemonSets, ReplicaSets and Jobs (spec.template) and CronJobs (spec.jobTemplate.spec.template) at
+	// admission, so a workload that breaks it is rejected before its Pods exist. The template is shown
+	// to the policy as a Pod (input.review.kind.kind is Pod) and the field of each violation is prefixed
+	// with the template's path, e.g. spec.template.spec.nodeSelector. Requires Pod in kinds. The
+	// Pod-level check stays either way.
+	// +kubebuilder:default=false
+	// +optional
+	WorkloadTemplates bool `json:"workloadTemplates,omitempty"`
 }
 
 // ProvisioningPolicySpec is a Rego policy and where it applies.
