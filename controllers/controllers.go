@@ -24,6 +24,7 @@ import (
 	"github.com/joiner-dev/joiner/cloudprovider"
 	cpmetrics "github.com/joiner-dev/joiner/cloudprovider/metrics"
 	"github.com/joiner-dev/joiner/controllers/audit"
+	"github.com/joiner-dev/joiner/controllers/capacitybuffer"
 	"github.com/joiner-dev/joiner/controllers/consolidatable"
 	"github.com/joiner-dev/joiner/controllers/disruption"
 	"github.com/joiner-dev/joiner/controllers/drift"
@@ -32,6 +33,7 @@ import (
 	"github.com/joiner-dev/joiner/controllers/nodeclaim"
 	"github.com/joiner-dev/joiner/controllers/nodepool"
 	"github.com/joiner-dev/joiner/controllers/nodepoolhash"
+	"github.com/joiner-dev/joiner/controllers/noderepair"
 	"github.com/joiner-dev/joiner/controllers/podevents"
 	"github.com/joiner-dev/joiner/controllers/podmetrics"
 	"github.com/joiner-dev/joiner/controllers/policysync"
@@ -71,9 +73,15 @@ type Options struct {
 	// NodeRepair runs node repair (Karpenter's NodeRepair feature gate): NodeClaims whose Nodes
 	// stay unhealthy past the provider's RepairPolicies are replaced. Off by default.
 	NodeRepair bool
+	// Repair tunes node repair (tests shorten its tolerations).
+	Repair noderepair.Options
 	// CapacityBuffer runs the CapacityBuffer controller and makes the provisioner keep the
 	// buffers' room free (Karpenter's CapacityBuffer feature gate). Off by default.
 	CapacityBuffer bool
+	// PlanForExpectedPods makes the provisioner plan, and consolidation keep, capacity for the pods
+	// ReplicaSets, StatefulSets and Jobs are still to create (Joiner's own PlanForExpectedPods
+	// gate; package expectedpods). Off by default.
+	PlanForExpectedPods bool
 }
 
 // Dependencies are what the controllers are built from.
@@ -119,8 +127,11 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 			return fmt.Errorf("register the cloud provider's controllers: %w", err)
 		}
 	}
+	popts := deps.Options.Provisioning
+	popts.CapacityBuffer = deps.Options.CapacityBuffer
+	popts.PlanForExpectedPods = deps.Options.PlanForExpectedPods
 	p, err := provisioning.New(mgr.GetClient(), cpmetrics.ForController(deps.CloudProvider, provisioning.MetricsControllerName),
-		mgr.GetEventRecorder(provisioning.ControllerName), deps.Clock, deps.Log.WithName("provisioner"), deps.Registerer, deps.Options.Provisioning)
+		mgr.GetEventRecorder(provisioning.ControllerName), deps.Clock, deps.Log.WithName("provisioner"), deps.Registerer, popts)
 	if err != nil {
 		return fmt.Errorf("register the provisioner: %w", err)
 	}
@@ -129,6 +140,8 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 	}
 	dopts := deps.Options.Disruption
 	dopts.Scheduling = deps.Options.Provisioning.Scheduling
+	dopts.CapacityBuffer = deps.Options.CapacityBuffer
+	dopts.PlanForExpectedPods = deps.Options.PlanForExpectedPods
 	dc, err := disruption.NewController(mgr.GetClient(), mgr.GetAPIReader(), cpmetrics.ForController(deps.CloudProvider, disruption.ControllerName),
 		deps.Clock, mgr.GetEventRecorder(disruption.ControllerName), deps.Log.WithName("disruption"), deps.Registerer, dopts)
 	if err != nil {
@@ -169,7 +182,8 @@ func Register(mgr ctrl.Manager, deps Dependencies) error {
 }
 
 // registerOptional wires the controllers that options can turn off: static NodePools
-// (DisableStaticCapacity) and the pod metrics (DisableClusterStateObservability).
+// (DisableStaticCapacity), CapacityBuffers (CapacityBuffer), node repair (NodeRepair) and the pod metrics
+// (DisableClusterStateObservability).
 func registerOptional(mgr ctrl.Manager, deps Dependencies) error {
 	if !deps.Options.DisableStaticCapacity {
 		static, err := staticpool.NewController(mgr.GetClient(), deps.Clock, mgr.GetEventRecorder(staticpool.ControllerName), deps.Registerer, staticpool.Options{})
@@ -180,6 +194,14 @@ func registerOptional(mgr ctrl.Manager, deps Dependencies) error {
 			return fmt.Errorf("register static NodePools: %w", err)
 		}
 	}
+	if deps.Options.CapacityBuffer {
+		if err := capacitybuffer.NewController(mgr.GetClient(), deps.Clock).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("register CapacityBuffers: %w", err)
+		}
+	}
+	if err := registerNodeRepair(mgr, deps); err != nil {
+		return err
+	}
 	if !deps.Options.DisableClusterStateObservability {
 		pods, err := podmetrics.NewController(mgr.GetClient(), deps.Registerer)
 		if err != nil {
@@ -188,6 +210,23 @@ func registerOptional(mgr ctrl.Manager, deps Dependencies) error {
 		if err := pods.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("register pod metrics: %w", err)
 		}
+	}
+	return nil
+}
+
+// registerNodeRepair wires node repair when the NodeRepair gate is on and the provider declares
+// repair policies (as Karpenter: a provider without them repairs nothing).
+func registerNodeRepair(mgr ctrl.Manager, deps Dependencies) error {
+	if !deps.Options.NodeRepair || len(deps.CloudProvider.RepairPolicies()) == 0 {
+		return nil
+	}
+	repair, err := noderepair.NewController(mgr.GetClient(), deps.CloudProvider, deps.Clock, mgr.GetEventRecorder(noderepair.ControllerName),
+		deps.Registerer, deps.Options.Repair)
+	if err != nil {
+		return fmt.Errorf("register node repair: %w", err)
+	}
+	if err := repair.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("register node repair: %w", err)
 	}
 	return nil
 }

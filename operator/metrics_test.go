@@ -17,6 +17,7 @@ import (
 
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/cloudprovider/fake"
+	"github.com/joiner-dev/joiner/controllers"
 	"github.com/joiner-dev/joiner/operator"
 	"github.com/joiner-dev/joiner/providers/aws"
 	"github.com/joiner-dev/joiner/testbed"
@@ -71,15 +72,21 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 		"joiner_webhook_policy_evaluation_errors_total counter {action,kind,policy}",
 		"joiner_webhook_policy_violations_total counter {action,kind,policy}",
 	}
-	// awsMetrics are registered only by the AWS provider's controllers: the interruption
-	// controller's, with an interruption queue.
+	// awsMetrics are registered only by the AWS provider's controllers: the instance status
+	// poller's, and the interruption controller's with an interruption queue.
 	awsMetrics := []string{
+		"joiner_interruption_instance_status_errors_total counter {error}",
 		"karpenter_interruption_deleted_messages_total counter {}",
+		"karpenter_interruption_instance_status_unhealthy_total counter {category}",
 		"karpenter_interruption_message_queue_duration_seconds histogram {}",
 		"karpenter_interruption_received_messages_total counter {message_type}",
 	}
+	// gatedMetrics are registered only with a feature gate on: node repair's (NodeRepair).
+	gatedMetrics := []string{
+		"karpenter_nodeclaims_unhealthy_disrupted_total counter {capacity_type,condition,image_id,nodepool}",
+	}
 	env := testbed.StartForTest(t, testbed.Options{CRDDirs: []string{"../config/crd/bases"}})
-	all := slices.Sorted(slices.Values(append(slices.Clone(wantMetrics), awsMetrics...)))
+	all := slices.Sorted(slices.Values(slices.Concat(wantMetrics, awsMetrics, gatedMetrics)))
 	if readme := readmeMetrics(t, "../README.md"); !slices.Equal(readme, all) {
 		t.Errorf("the README's Metrics table does not match what the operator registers with the AWS provider:\nREADME:     %q\nregistered: %q", readme, all)
 	}
@@ -87,11 +94,14 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 	tests := []struct {
 		name     string
 		provider cloudprovider.Factory
+		gates    controllers.Options
 		want     []string
 	}{
 		{name: "fake", provider: cloudprovider.Static(fake.New()), want: wantMetrics},
+		{name: "fake with every gate on", provider: cloudprovider.Static(fake.New()),
+			gates: controllers.Options{NodeRepair: true, CapacityBuffer: true}, want: slices.Concat(wantMetrics, gatedMetrics)},
 		// Building the AWS provider calls no AWS API.
-		{name: "aws", want: all, provider: aws.Factory(aws.FactoryOptions{
+		{name: "aws", want: all, gates: controllers.Options{NodeRepair: true}, provider: aws.Factory(aws.FactoryOptions{
 			Options: aws.Options{ClusterName: "metrics", ClusterEndpoint: "https://127.0.0.1", ClusterCABundle: "Q0E=", ServiceCIDR: "10.96.0.0/12"},
 			Config:  &awsConfig, InterruptionQueue: "metrics-interruption",
 		})},
@@ -101,6 +111,7 @@ func TestOperatorRegistersTheDocumentedMetrics(t *testing.T) {
 			reg := &recordingRegisterer{Registry: prometheus.NewRegistry()}
 			_, err := operator.New(env.Config, operator.Options{
 				CloudProvider:                tt.provider,
+				Controllers:                  tt.gates,
 				Registerer:                   reg,
 				MetricsAddr:                  "0",
 				ProbeAddr:                    "0",
@@ -237,6 +248,12 @@ func metricType(t *testing.T, c prometheus.Collector) string {
 		return "histogram"
 	case *prometheus.SummaryVec:
 		return "summary"
+	case interface{ ValueType() prometheus.ValueType }:
+		// A collector that computes its series when scraped, and may have none now, says its type.
+		if c.(interface{ ValueType() prometheus.ValueType }).ValueType() == prometheus.GaugeValue {
+			return "gauge"
+		}
+		return "counter"
 	}
 	// A plain metric always has its one series.
 	ch := make(chan prometheus.Metric, 16)

@@ -20,18 +20,23 @@ const spotToSpotGate = "SpotToSpotConsolidation"
 
 // featureGates are the gates, in Karpenter's FEATURE_GATES order, then Joiner's.
 var featureGates = []featureGate{
-	{name: "NodeRepair", effect: notYet, note: "Joiner has no node health (repair) controller yet"},
+	{name: "NodeRepair", target: "controllers.Options.NodeRepair: node repair deletes the NodeClaim of a Node whose condition matches one of the provider's " +
+		"repair policies past its toleration (Ready False/Unknown 30m), unless more than 20% of its NodePool's nodes are unhealthy"},
 	{name: "ReservedCapacity", def: true,
 		target: "aws nodeclass.Options.DisableCapacityReservations = !on: EC2NodeClasses resolve capacityReservationSelectorTerms into their status " +
 			"(Joiner does not launch into reservations yet)"},
 	{name: spotToSpotGate, target: "disruption planner SpotToSpot: replace spot nodes with cheaper spot nodes (--spot-to-spot-consolidation, when given, wins)"},
 	{name: "NodeOverlay", effect: notYet, note: "Joiner has no NodeOverlay API yet"},
 	{name: "StaticCapacity", target: "controllers.Options.DisableStaticCapacity = !on: static NodePools (spec.replicas) get their nodes"},
-	{name: "CapacityBuffer", effect: notYet, note: "Joiner has no CapacityBuffer API yet"},
+	{name: "CapacityBuffer", target: "controllers.Options.CapacityBuffer: the CapacityBuffer controller resolves autoscaling.x-k8s.io/v1beta1 CapacityBuffers, " +
+		"the provisioner keeps their units' room free and consolidation counts it as used"},
 	// Joiner's own.
 	{name: "ConsolidationChurnGuard", def: true,
 		target: "Joiner's own: off sets --consolidation-min-savings-fraction and --consolidation-cooldown to -1 where not given " +
 			"(Karpenter's rule: any cheaper replacement, no cooldown)"},
+	{name: "PlanForExpectedPods",
+		target: "Joiner's own: controllers.Options.PlanForExpectedPods: the provisioner also plans for the pods ReplicaSets, StatefulSets and Jobs " +
+			"are still to create, and consolidation keeps the room launched for them until they arrive"},
 }
 
 // gateDefaults is the default of every gate, as FEATURE_GATES writes it.
@@ -90,6 +95,7 @@ func applyGates(f *controllerFlags, visited map[string]bool) error {
 	f.opts.Controllers.DisableStaticCapacity = !gates["StaticCapacity"]
 	f.opts.Controllers.NodeRepair = gates["NodeRepair"]
 	f.opts.Controllers.CapacityBuffer = gates["CapacityBuffer"]
+	f.opts.Controllers.PlanForExpectedPods = gates["PlanForExpectedPods"]
 	if !gates["ConsolidationChurnGuard"] {
 		if !visited["consolidation-min-savings-fraction"] {
 			planner.MinSavingsFraction = -1

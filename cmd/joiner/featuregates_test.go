@@ -75,9 +75,9 @@ func TestFeatureGates(t *testing.T) {
 // TestFeatureGatesWithoutEffectAreNoted: a gate Joiner has no behaviour for, turned on, is noted
 // for the log at start; one left at its default is not.
 func TestFeatureGatesWithoutEffectAreNoted(t *testing.T) {
-	t.Setenv("FEATURE_GATES", "NodeRepair=true,CapacityBuffer=false")
+	t.Setenv("FEATURE_GATES", "NodeOverlay=true,NodeRepair=false")
 	notes := parse(t).karp.notes
-	want := "feature gate NodeRepair=true (from FEATURE_GATES): accepted, no effect in Joiner yet: Joiner has no node health (repair) controller yet"
+	want := "feature gate NodeOverlay=true (from FEATURE_GATES): accepted, no effect in Joiner yet: Joiner has no NodeOverlay API yet"
 	if len(notes) != 1 || notes[0] != want {
 		t.Errorf("notes %q, want [%q]", notes, want)
 	}
@@ -94,7 +94,7 @@ func TestBadFeatureGates(t *testing.T) {
 	}{
 		{name: "misspelt gate", args: []string{"--feature-gates=SpotToSpotConsolidaton=true"},
 			want: `--feature-gates "SpotToSpotConsolidaton=true": unknown feature gate "SpotToSpotConsolidaton" (did you mean SpotToSpotConsolidation?); ` +
-				"the gates are NodeRepair, ReservedCapacity, SpotToSpotConsolidation, NodeOverlay, StaticCapacity, CapacityBuffer, ConsolidationChurnGuard"},
+				"the gates are NodeRepair, ReservedCapacity, SpotToSpotConsolidation, NodeOverlay, StaticCapacity, CapacityBuffer, ConsolidationChurnGuard, PlanForExpectedPods"},
 		{name: "misspelt gate in the variable", env: "NodeRepiar=true",
 			want: `environment variable FEATURE_GATES="NodeRepiar=true": unknown feature gate "NodeRepiar" (did you mean NodeRepair?)`},
 		{name: "Kubernetes' own gate", env: "InPlacePodVerticalScaling=true", want: `unknown feature gate "InPlacePodVerticalScaling"`},
@@ -121,7 +121,7 @@ func TestBadFeatureGates(t *testing.T) {
 // default, in its order, then Joiner's own.
 func TestGateDefaultsAreKarpenters(t *testing.T) {
 	const karpenter = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
-	if got := gateDefaults(); got != karpenter+",ConsolidationChurnGuard=true" {
+	if got := gateDefaults(); got != karpenter+",ConsolidationChurnGuard=true,PlanForExpectedPods=false" {
 		t.Errorf("gate defaults %s", got)
 	}
 }

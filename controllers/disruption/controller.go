@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/joiner-dev/joiner/controllers/defaults"
@@ -60,6 +61,12 @@ type Options struct {
 	Planner planner.Options
 	// Scheduling tunes the simulation; it must be the provisioner's, so that both agree.
 	Scheduling scheduling.Options
+	// CapacityBuffer counts the CapacityBuffers' units as pending pods of every simulation
+	// (buffers.go), so that no command takes away the room the provisioner keeps for them.
+	CapacityBuffer bool
+	// PlanForExpectedPods counts the pods workloads are still to create as pending pods of every
+	// simulation (expected.go), so that the nodes launched for them are kept until they arrive.
+	PlanForExpectedPods bool
 }
 
 func (o Options) withDefaults() Options {
@@ -93,10 +100,16 @@ type Controller struct {
 	queue map[string]*queued
 	// moved maps the controller UIDs of pods disruption moved to when it moved them.
 	moved map[types.UID]time.Time
-	// consolidated is the fingerprint of the last state found to have nothing to do, and when.
-	consolidated     uint64
-	consolidatedAt   time.Time
-	haveConsolidated bool
+	// consolidated is the fingerprint of the last state found to have nothing to do, and until
+	// when that answer holds while the state keeps that fingerprint (nextClockChange).
+	consolidated      uint64
+	consolidatedUntil time.Time
+	haveConsolidated  bool
+	// changes counts the changes of what a pass reads, once watching (quiet.go); quietGen is the
+	// count the last pass that found nothing to do started at.
+	changes  atomic.Uint64
+	quietGen uint64
+	watching bool
 }
 
 // queued is a command this process started: its candidates and the replacements it created.
@@ -126,12 +139,13 @@ func NewController(kube client.Client, reader client.Reader, cloud cloudprovider
 	}, nil
 }
 
-// SetupWithManager adds the controller to mgr.
+// SetupWithManager adds the controller to mgr, with the watches that let passes over a quiet
+// cluster skip reading it (quiet.go).
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(c); err != nil {
 		return fmt.Errorf("add the disruption controller: %w", err)
 	}
-	return nil
+	return c.watchChanges(mgr)
 }
 
 // NeedLeaderElection makes disruption run on the leader only.
@@ -170,13 +184,17 @@ func (c *Controller) Pass(ctx context.Context) (bool, error) {
 	return res == passStarted, err
 }
 
-// pass is Pass, saying why it started nothing.
+// pass is Pass, saying why it started nothing. Over a quiet cluster it reads nothing (quiet.go).
 func (c *Controller) pass(ctx context.Context) (passResult, error) {
+	gen := c.changes.Load() // before the read: a change during it makes the next pass read again
+	now := c.clock.Now()
+	if c.stillQuiet(gen, now) {
+		return passIdle, nil
+	}
 	snapshot, pdbs, err := c.read(ctx)
 	if err != nil {
 		return passIdle, err
 	}
-	now := c.clock.Now()
 	if err := c.progress(ctx, snapshot, now); err != nil {
 		return passIdle, err
 	}
@@ -188,7 +206,7 @@ func (c *Controller) pass(ctx context.Context) (passResult, error) {
 		return passUnsynced, nil
 	}
 	key := fingerprint(snapshot, pdbs)
-	if c.isConsolidated(key, now) {
+	if c.isConsolidated(key, now, gen) {
 		return passIdle, nil
 	}
 	cluster, err := c.cluster(ctx, snapshot, pdbs, now)
@@ -202,9 +220,9 @@ func (c *Controller) pass(ctx context.Context) (passResult, error) {
 	c.observe(snapshot, plan)
 	cmd := plan.Command
 	if cmd == nil {
-		if !plan.ConstrainedByBudgets {
-			c.markConsolidated(key, now)
-		}
+		// A plan held back by budgets holds until a budget window opens or closes, which
+		// nextClockChange includes, or the cluster changes.
+		c.markConsolidated(key, c.nextClockChange(snapshot, now), gen)
 		return passIdle, nil
 	}
 	// Consolidation is checked again after the delay; drift and soft expiry are not (as Karpenter).
@@ -293,6 +311,8 @@ func (c *Controller) cluster(ctx context.Context, snapshot *state.ClusterState, 
 	if err != nil {
 		return nil, err
 	}
+	c.addBufferPods(ctx, snapshot, cl)
+	c.addExpectedPods(ctx, snapshot, cl)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cooldown := c.planner.Options().Cooldown
@@ -311,17 +331,25 @@ func (c *Controller) cluster(ctx context.Context, snapshot *state.ClusterState, 
 	return cl, nil
 }
 
-// isConsolidated reports whether the state is the one last found to have nothing to do, recently.
-func (c *Controller) isConsolidated(key uint64, now time.Time) bool {
+// isConsolidated reports whether the state is the one last found to have nothing to do, and that
+// answer still holds at now; if so, the changes up to gen changed nothing, and quiet passes may
+// start from there.
+func (c *Controller) isConsolidated(key uint64, now time.Time, gen uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.haveConsolidated && c.consolidated == key && now.Sub(c.consolidatedAt) < c.opts.ConsolidatedRefresh
+	ok := c.haveConsolidated && c.consolidated == key && now.Before(c.consolidatedUntil)
+	if ok {
+		c.quietGen = gen
+	}
+	return ok
 }
 
-func (c *Controller) markConsolidated(key uint64, now time.Time) {
+// markConsolidated records that the state with fingerprint key, read at change count gen, has
+// nothing to do until until.
+func (c *Controller) markConsolidated(key uint64, until time.Time, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.consolidated, c.consolidatedAt, c.haveConsolidated = key, now, true
+	c.consolidated, c.consolidatedUntil, c.quietGen, c.haveConsolidated = key, until, gen, true
 }
 
 // fingerprint hashes what disruption decisions depend on: pods and where they are bound, nodes and

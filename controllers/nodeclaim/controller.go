@@ -10,21 +10,19 @@ import (
 	"github.com/joiner-dev/joiner/controllers/statusreconcile"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 	"github.com/joiner-dev/joiner/cloudprovider"
 	"github.com/joiner-dev/joiner/controllers/fieldindex"
+	"github.com/joiner-dev/joiner/controllers/nodepredicates"
 )
 
 // ControllerName is the name of the lifecycle controller (logs, metrics, events).
@@ -232,21 +230,10 @@ func (c *Controller) write(ctx context.Context, stored, nc *karpv1.NodeClaim) (b
 }
 
 // SetupWithManager registers the provider-ID indexes and the controller with mgr. The controller
-// watches NodeClaims and the Nodes that carry their provider IDs.
+// watches NodeClaims and the Nodes that carry their provider IDs, woken only by Node changes it
+// reads (not heartbeats: nodepredicates.OnChange).
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	if err := fieldindex.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&karpv1.NodeClaim{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(fieldindex.NodeClaimRequestsForNode(c.kube))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles}).
-		Complete(c)
-	if err != nil {
-		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
-	}
-	return nil
+	return fieldindex.SetupNodeClaimController(mgr, ControllerName, c.kube, c.opts.MaxConcurrentReconciles, c, nodepredicates.OnChange())
 }
 
 // earliest combines two results: the sooner non-zero RequeueAfter wins.

@@ -1,6 +1,8 @@
-// Package nodepredicates answers the questions about a Node that several controllers ask (today:
-// is it Ready), so that they all answer them the same way. Pod questions live in the sibling
-// package podpredicates.
+// Package nodepredicates answers the questions about a Node that several controllers ask (is it
+// Ready; did an update change anything they read, changed.go, so that heartbeats wake none of
+// them, with the generic OnUpdate and ConditionsDiffer the pod predicates share), so that they all
+// answer them the same way. Pod questions live in the sibling package
+// podpredicates.
 //
 // It only reads Nodes: its functions are pure, never change the Node they are given and never
 // talk to the API server.

@@ -1,8 +1,8 @@
 // Package podpredicates answers the questions about a pod that provisioning, termination (the
 // drain) and disruption all ask: is it owned by a DaemonSet, a mirror pod, terminal, critical,
 // protected by karpenter.sh/do-not-disrupt, tolerant of the disrupted taint, worth provisioning
-// capacity for, and how long is its grace period. Keeping them here means every controller
-// answers them the same way.
+// capacity for, how long is its grace period, and did an update change anything they read
+// (changed.go). Keeping them here means every controller answers them the same way.
 //
 // It only reads pods: its functions are pure, never change the pod they are given, never talk to
 // the API server and never read the clock (callers pass the time in).

@@ -80,8 +80,21 @@ type Options struct {
 	// NominationTTL is how long a pod stays counted on the NodeClaim planned for it before it is
 	// considered again (the NodeClaim's own liveness TTL normally ends this sooner).
 	NominationTTL time.Duration
+	// CapacityBuffer makes every round keep room for the units of the CapacityBuffers (buffers.go):
+	// their virtual pods are placed after the real pending pods.
+	CapacityBuffer bool
+	// PlanForExpectedPods makes every round with pending pods also plan for the pods their
+	// ReplicaSets, StatefulSets and Jobs are still to create (expected.go), as virtual pods placed
+	// after the real ones and the buffers' units.
+	PlanForExpectedPods bool
 	// Scheduling tunes the simulation.
 	Scheduling scheduling.Options
+	// ModelDRARequests makes the simulation read pending pods' ResourceClaims (dra.go): false, the
+	// default, packs them as if the claims did not exist (Karpenter's IGNORE_DRA_REQUESTS=true).
+	ModelDRARequests bool
+	// LaunchWorkers bounds how many NodeClaims of one round are created at once (launch.go); 0
+	// means DefaultLaunchWorkers.
+	LaunchWorkers int
 }
 
 // Provisioner is a leader-only manager Runnable that provisions in batches.
@@ -97,8 +110,16 @@ type Provisioner struct {
 	gate          *nodeclaimgate.Gate
 	batcher       *batcher.Batcher
 	nominationTTL time.Duration
-	mu            sync.Mutex
-	nominated     map[types.UID]nomination
+	// capacityBuffer is Options.CapacityBuffer.
+	capacityBuffer bool
+	// planForExpectedPods is Options.PlanForExpectedPods.
+	planForExpectedPods bool
+	mu                  sync.Mutex
+	nominated           map[types.UID]nomination
+	// modelDRARequests is Options.ModelDRARequests.
+	modelDRARequests bool
+	// launchWorkers is Options.LaunchWorkers with its default.
+	launchWorkers int
 }
 
 type nomination struct {
@@ -117,6 +138,10 @@ func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventR
 	if err != nil {
 		return nil, fmt.Errorf("provisioner: %w", err)
 	}
+	workers, err := launchWorkers(opts.LaunchWorkers)
+	if err != nil {
+		return nil, err
+	}
 	clk = defaults.Clock(clk)
 	if opts.BatchIdle == 0 {
 		opts.BatchIdle = DefaultBatchIdle
@@ -129,10 +154,13 @@ func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventR
 	}
 	return &Provisioner{
 		Client: c, CloudProvider: cp, Recorder: recorder, Clock: clk, Log: log, Options: opts.Scheduling,
-		Metrics: m, gate: gate,
-		batcher:       &batcher.Batcher{Idle: opts.BatchIdle, MaxDuration: opts.BatchMaxDuration, Period: provisioningPeriod, Clock: clk},
-		nominationTTL: opts.NominationTTL,
-		nominated:     map[types.UID]nomination{},
+		Metrics: m, gate: gate, modelDRARequests: opts.ModelDRARequests,
+		batcher:             &batcher.Batcher{Idle: opts.BatchIdle, MaxDuration: opts.BatchMaxDuration, Period: provisioningPeriod, Clock: clk},
+		nominationTTL:       opts.NominationTTL,
+		capacityBuffer:      opts.CapacityBuffer,
+		planForExpectedPods: opts.PlanForExpectedPods,
+		launchWorkers:       workers,
+		nominated:           map[types.UID]nomination{},
 	}, nil
 }
 
@@ -140,6 +168,9 @@ func New(c client.Client, cp cloudprovider.CloudProvider, recorder events.EventR
 func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(p); err != nil {
 		return fmt.Errorf("add provisioner: %w", err)
+	}
+	if err := p.setupBufferTriggers(mgr); err != nil {
+		return err
 	}
 	trigger := handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueueAny) { p.maybeTrigger(e.Object) },
@@ -224,45 +255,27 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(in.Pods) == 0 {
-		p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(0)
+	draRound := p.modelDRA(ctx, &in, snapshot)
+	buffers := p.readBuffers(ctx, snapshot)
+	if len(in.Pods) == 0 && len(buffers.Pods) == 0 {
+		p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(float64(draRound.refused))
 		return nil
 	}
 	p.reportInvalidNodePools(snapshot)
 	p.reportTenancy(in.Pods, snapshot)
+	expected := p.readExpected(ctx, snapshot)
+	in.Pods = append(append(in.Pods, buffers.Pods...), expected...)
 	results, err := scheduling.Solve(ctx, in)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("simulate scheduling: %w", err)
 	}
 	p.Metrics.SchedulingDuration.WithLabelValues(MetricsControllerName).Observe(p.Clock.Since(start).Seconds())
-	created := 0
-	var createErrs []error
-	for _, plan := range results.NewNodeClaims {
-		nc := plan.NodeClaim()
-		if err := p.gate.Create(ctx, nc, plan.Pods); err != nil {
-			if errors.Is(err, nodeclaimgate.ErrRefused) {
-				continue // the gate told the pods why; planning them again would be refused again
-			}
-			createErrs = append(createErrs, fmt.Errorf("nodepool %s: %w", plan.NodePool.Name, err))
-			p.Log.Error(err, "create NodeClaim", "nodepool", plan.NodePool.Name)
-			for _, pod := range plan.Pods {
-				p.event(pod, corev1.EventTypeWarning, ReasonFailedProvisioning, "could not create a NodeClaim from NodePool %q: %v", plan.NodePool.Name, err)
-			}
-			continue
-		}
-		created++
-		p.Metrics.created(plan)
-		p.Log.Info("created NodeClaim", "nodeclaim", nc.Name, "nodepool", plan.NodePool.Name, "pods", len(plan.Pods),
-			"instanceTypes", summarize(plan.InstanceTypeNames(), 5), "price", plan.Price)
-		p.nominate(plan.Pods, nc.Name)
-		for _, pod := range plan.Pods {
-			p.event(pod, corev1.EventTypeNormal, ReasonNominated, "pod should schedule on NodeClaim %s (NodePool %s)", nc.Name, plan.NodePool.Name)
-		}
-	}
+	results = p.settleExpected(p.settleBuffers(ctx, buffers, results), len(expected))
+	created, createErrs := p.launch(ctx, results.NewNodeClaims, draRound)
 	for _, pe := range results.PodErrors {
 		p.event(pe.Pod, corev1.EventTypeWarning, ReasonFailedProvisioning, "%v", pe.Err)
 	}
-	p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(float64(len(results.PodErrors)))
+	p.Metrics.UnschedulablePods.WithLabelValues(MetricsControllerName).Set(float64(len(results.PodErrors) + draRound.refused))
 	p.Log.V(1).Info("provisioning round", "pending", len(in.Pods), "nodeClaims", created, "unschedulable", len(results.PodErrors),
 		"existingNodes", len(results.ExistingNodes), "duration", p.Clock.Since(start).String())
 	if len(createErrs) > 0 {

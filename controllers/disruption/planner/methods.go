@@ -28,6 +28,9 @@ func (p *Planner) emptiness(_ context.Context, ps *pass, cands []*Candidate, pla
 			continue
 		case !c.Empty():
 			continue
+		case ps.buffered[c.Name()]:
+			note(c, ReasonUnconsolidatable, ps.bufferMessage(c))
+			continue
 		case !consolidatable(c.node):
 			note(c, ReasonUnconsolidatable, fmt.Sprintf("Node is not consolidatable yet: it has seen pod activity within consolidateAfter (%s)", np.Spec.Disruption.ConsolidateAfter.String()))
 			continue

@@ -37,6 +37,13 @@ type pass struct {
 	heldPods []*corev1.Pod
 	// eventual are the candidates of drift and soft expiry (see candidateSet).
 	eventual []*Candidate
+	// buffered and bufferUnplaced are where the CapacityBuffers' units and the expected pods are
+	// (buffers.go), set by nominated; expectedRoom marks the buffered nodes that hold expected pods
+	// only, and expectedUnplaced counts the expected pods placed nowhere.
+	buffered         map[string]bool
+	bufferUnplaced   int
+	expectedRoom     map[string]bool
+	expectedUnplaced int
 }
 
 // newPass prepares a pass over c: the scheduler, every managed node's price and cost, and the
@@ -122,6 +129,9 @@ func (ps *pass) simulate(ctx context.Context, set []*Candidate) (*simulation, er
 			}
 		}
 	}
+	if msg := ps.bufferLoss(results); msg != "" {
+		failed = append(failed, msg)
+	}
 	if len(failed) > 0 {
 		if len(failed) > 5 {
 			failed = append(failed[:5], fmt.Sprintf("and %d more", len(failed)-5))
@@ -142,8 +152,9 @@ func (ps *pass) nominated(ctx context.Context) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulate the pending pods: %w", err)
 	}
+	ps.noteBuffers(results)
 	for _, pl := range results.ExistingNodes {
-		if len(pl.Pods) > 0 {
+		if hasRealPod(pl.Pods) {
 			out[pl.Node.Name] = true
 		}
 	}

@@ -49,7 +49,7 @@ func (p *Planner) Validate(ctx context.Context, c *Cluster, cmd *Command) (*Comm
 	for _, old := range cmd.Candidates {
 		cand := byName[old.Name()]
 		if cmd.Reason == karpv1.DisruptionReasonEmpty {
-			if cand == nil || !cand.Empty() || !consolidatable(cand.node) || consolidateAfterNever(cand.nodePool) || allowed[cand.nodePool.Name] <= 0 {
+			if cand == nil || !cand.Empty() || ps.buffered[cand.Name()] || !consolidatable(cand.node) || consolidateAfterNever(cand.nodePool) || allowed[cand.nodePool.Name] <= 0 {
 				continue
 			}
 			allowed[cand.nodePool.Name]--

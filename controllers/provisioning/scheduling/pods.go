@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
+	"github.com/joiner-dev/joiner/controllers/podpredicates"
 	"github.com/joiner-dev/joiner/requirements"
 
 	"github.com/joiner-dev/joiner/controllers/provisioning/scheduling/resources"
@@ -96,6 +97,10 @@ type podInfo struct {
 	// size is the pod's dominant share: the larger of its cpu and memory in units of the
 	// reference shape.
 	size float64
+	// buffer is set for a virtual pod (a CapacityBuffer's unit or an expected pod,
+	// podpredicates.IsVirtualPod): it is placed after every real pod, so that real pods take the
+	// free room first.
+	buffer bool
 }
 
 func (p *podInfo) name() string { return p.pod.Namespace + "/" + p.pod.Name }
@@ -110,7 +115,7 @@ func newPodInfo(pod *corev1.Pod, withSoft, preferNoSchedule bool, volumes *Volum
 
 // newPodInfoWith is newPodInfo for a pod whose requests (resources.PodRequests) are known.
 func newPodInfoWith(pod *corev1.Pod, requests resources.Vec, withSoft, preferNoSchedule bool, volumes *Volumes) *podInfo {
-	p := &podInfo{pod: pod, requests: requests}
+	p := &podInfo{pod: pod, requests: requests, buffer: podpredicates.IsVirtualPod(pod)}
 	terms, err := requirements.ForPod(pod)
 	if err == nil {
 		if p.volumes, err = volumes.topologyOf(pod); err == nil {

@@ -97,11 +97,18 @@ func (s *solver) tally(b *bin, g int32, owner bool, delta int32) {
 	}
 }
 
-// queueOrder sorts pods for packing: pods that need a node of their own (hostname
+// queueOrder sorts pods for packing: real pods before virtual pods (CapacityBuffers' units and
+// expected pods), which take only the room the real pods leave; then pods that need a node of their own (hostname
 // anti-affinity on themselves) first, since they fix how many nodes there must be; then larger
 // pods first, by their dominant share of the reference shape (the larger of cpu and memory),
 // then cpu, memory and input order.
 func queueOrder(a, b *podInfo) int {
+	if a.buffer != b.buffer {
+		if b.buffer {
+			return -1
+		}
+		return 1
+	}
 	if a.separate != b.separate {
 		if a.separate {
 			return -1
