@@ -70,6 +70,19 @@ test: testbed helm vet ## Run every test, including those against a real apiserv
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./... || status=$$?; \
 	bash hack/testbed/reap.sh; exit $$status
 
+# The scale test (e2e/scale): make test runs its 1,000-pod version; this runs 1,000 and 10,000 pods with
+# Joiner's default disruption timings and two-minute idle windows (about 20 minutes).
+SCALE_STEPS ?= 1000,10000
+SCALE_IDLE ?= 2m
+SCALE_CLIENT_RATE ?= raised
+
+.PHONY: scale-test
+scale-test: testbed ## Scale a Deployment 0 -> 1,000 -> 10,000 -> 0 pods on the local cluster with the joiner binary and print time to Running, NodeClaims, RSS, heap, idle CPU, API writes and budget adherence (SCALE_CLIENT_RATE=default: the control plane's default client rates).
+	@set -o pipefail; status=0; \
+	JOINER_SCALE_STEPS=$(SCALE_STEPS) JOINER_SCALE_IDLE=$(SCALE_IDLE) JOINER_SCALE_CLIENT_RATE=$(SCALE_CLIENT_RATE) JOINER_SCALE_DISRUPTION=default \
+	$(GO) test -count=1 -v -timeout 90m -run TestScale ./e2e/scale/ || status=$$?; \
+	bash hack/testbed/reap.sh; exit $$status
+
 .PHONY: run
 run: testbed ## Start a local control plane with the CRDs installed, and Joiner on the local provider; Ctrl-C stops it all.
 	$(GO) build -o bin/joiner-local ./cmd/joiner-local

@@ -18,16 +18,16 @@ func TestTuneMemoryLimit(t *testing.T) {
 		wantErr   string
 	}{
 		{"cgroup limit", nil, ptr("1073741824\n"), gi / 100 * 90, "cgroup", ""},
-		{"cgroup without a limit", nil, ptr("max\n"), 0, "none", ""},
-		{"no cgroup v2 file", nil, nil, 0, "none", ""},
+		{"cgroup without a limit: the default", nil, ptr("max\n"), DefaultMemoryLimit, MemoryLimitDefault, ""},
+		{"no cgroup v2 file: the default", nil, nil, DefaultMemoryLimit, MemoryLimitDefault, ""},
 		{"downward API in bytes", map[string]string{MemoryLimitEnv: "1073741824"}, nil, gi / 100 * 90, MemoryLimitEnv, ""},
 		{"downward API as a quantity", map[string]string{MemoryLimitEnv: "2Gi"}, ptr("max"), 2 * gi / 100 * 90, MemoryLimitEnv, ""},
 		{"both: the smaller wins (cgroup)", map[string]string{MemoryLimitEnv: "2Gi"}, ptr("1073741824"), gi / 100 * 90, "cgroup", ""},
 		{"both: the smaller wins (environment)", map[string]string{MemoryLimitEnv: "512Mi"}, ptr("1073741824"), gi / 2 / 100 * 90, MemoryLimitEnv, ""},
 		{"GOMEMLIMIT set: left to the runtime", map[string]string{"GOMEMLIMIT": "300MiB", MemoryLimitEnv: "1Gi"}, ptr("1073741824"), 0, "GOMEMLIMIT", ""},
 		{"malformed environment: cgroup still used", map[string]string{MemoryLimitEnv: "lots"}, ptr("1073741824"), gi / 100 * 90, "cgroup", MemoryLimitEnv + `="lots"`},
-		{"zero in the environment", map[string]string{MemoryLimitEnv: "0"}, nil, 0, "none", "must be positive"},
-		{"malformed cgroup file", nil, ptr("unlimited"), 0, "none", `holds "unlimited"`},
+		{"zero in the environment", map[string]string{MemoryLimitEnv: "0"}, nil, DefaultMemoryLimit, MemoryLimitDefault, "must be positive"},
+		{"malformed cgroup file", nil, ptr("unlimited"), DefaultMemoryLimit, MemoryLimitDefault, `holds "unlimited"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -248,6 +248,7 @@ func newManager(cfg *rest.Config, opts Options, scheme *runtime.Scheme, serving 
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cacheOptions(),
 		Logger:                 opts.Log,
 		Metrics:                metricsserver.Options{BindAddress: orDefault(opts.MetricsAddr, ":8080")},
 		HealthProbeBindAddress: orDefault(opts.ProbeAddr, ":8081"),
@@ -299,20 +300,20 @@ func addProbes(mgr manager.Manager, serving *certs.ServingCert) error {
 
 func (op *Operator) setupCerts(serving *certs.ServingCert) error {
 	o := op.opts
-	mutating := []string{MutatingDefaulting, PodTenancyWebhookConfigurationName}
-	validating := []string{ValidatingValidation, PodTenancyWebhookConfigurationName}
 	m, err := certs.NewMetrics(o.Registerer)
 	if err != nil {
 		return fmt.Errorf("certificate metrics: %w", err)
 	}
+	target := certs.Target{
+		Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName, IPAddresses: o.WebhookIPs,
+		MutatingWebhookConfigurations:   []string{MutatingDefaulting, PodTenancyWebhookConfigurationName},
+		ValidatingWebhookConfigurations: []string{ValidatingValidation, PodTenancyWebhookConfigurationName},
+		Log:                             o.Log.WithName("certs"), Metrics: m,
+	}
 	mgr := op.registrar
 	switch o.CertMode {
 	case CertModeCertManager:
-		cmo := certs.CertManagerOptions{
-			Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName, IPAddresses: o.WebhookIPs,
-			MutatingWebhookConfigurations: mutating, ValidatingWebhookConfigurations: validating,
-			Log: o.Log.WithName("certs"), Metrics: m,
-		}
+		cmo := certs.CertManagerOptions{Target: target}
 		if o.CertManagerIssuer != "" {
 			ref, err := parseIssuer(o.CertManagerIssuer)
 			if err != nil {
@@ -331,11 +332,9 @@ func (op *Operator) setupCerts(serving *certs.ServingCert) error {
 	default:
 		lt := o.CertLifetimes
 		r, err := certs.NewRotator(mgr.GetClient(), mgr.GetAPIReader(), serving, certs.Options{
-			Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName, IPAddresses: o.WebhookIPs,
-			MutatingWebhookConfigurations: mutating, ValidatingWebhookConfigurations: validating,
+			Target:     target,
 			CAValidity: lt.CAValidity, CARenewBefore: lt.CARenewBefore, LeafValidity: lt.LeafValidity,
 			LeafRenewBefore: lt.LeafRenewBefore, PropagationDelay: lt.PropagationDelay,
-			Log: o.Log.WithName("certs"), Metrics: m,
 		})
 		if err != nil {
 			return fmt.Errorf("self-managed certificates: %w", err)

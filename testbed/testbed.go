@@ -42,6 +42,11 @@ type Options struct {
 	ControllerManager bool
 	// Kwok starts kwok, which makes Nodes annotated with KwokNodeAnnotation Ready and their Pods Running.
 	Kwok bool
+	// ClientQPS and ClientBurst, when positive, raise kube-controller-manager's and kube-scheduler's
+	// client rate limits (--kube-api-qps, --kube-api-burst) above their defaults (20/30 and 50/100),
+	// as kwok's tooling does for large simulated clusters. At the default the ReplicaSet controller
+	// creates about 20 pods per second.
+	ClientQPS, ClientBurst int
 	// APIServerPort fixes the apiserver's secure port; 0 picks a free one.
 	APIServerPort int
 	// LogDir receives one log file per process. Empty means a fresh temporary directory.
@@ -64,6 +69,11 @@ var KwokStages = []string{
 // KwokNodeLeaseSeconds is the duration kwok sets on the Leases it renews for its Nodes, as a
 // kubelet's default.
 const KwokNodeLeaseSeconds = 40
+
+// NodeMonitorGracePeriod is kube-controller-manager's --node-monitor-grace-period in the test bed
+// (a kubelet's Lease duration, as Kubernetes sets it): a Node whose Lease and status are older than
+// this goes Ready=Unknown.
+const NodeMonitorGracePeriod = KwokNodeLeaseSeconds * time.Second
 
 // KwokNodeAnnotation marks the Nodes that kwok manages in this test bed.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
@@ -188,18 +198,18 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 
 	if opts.ControllerManager {
-		if err := e.startProcess(ctx, filepath.Join(assets, "kube-controller-manager"),
-			"--kubeconfig="+e.KubeconfigPath, "--leader-elect=false", "--secure-port=0",
+		if err := e.startProcess(ctx, filepath.Join(assets, "kube-controller-manager"), append([]string{
+			"--kubeconfig=" + e.KubeconfigPath, "--leader-elect=false", "--secure-port=0",
 			"--controllers=*,-serviceaccount-token", "--use-service-account-credentials=false",
-			"--node-monitor-grace-period=40s",
-		); err != nil {
+			fmt.Sprintf("--node-monitor-grace-period=%s", NodeMonitorGracePeriod),
+		}, opts.clientRateArgs()...)...); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Scheduler {
-		if err := e.startProcess(ctx, filepath.Join(assets, "kube-scheduler"),
-			"--kubeconfig="+e.KubeconfigPath, "--leader-elect=false", "--secure-port=0",
-		); err != nil {
+		if err := e.startProcess(ctx, filepath.Join(assets, "kube-scheduler"), append([]string{
+			"--kubeconfig=" + e.KubeconfigPath, "--leader-elect=false", "--secure-port=0",
+		}, opts.clientRateArgs()...)...); err != nil {
 			return nil, err
 		}
 	}
@@ -218,6 +228,15 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}
 	return e, nil
+}
+
+// clientRateArgs are the client rate flags of kube-controller-manager and kube-scheduler: none
+// unless ClientQPS is set (the components' defaults then apply).
+func (o Options) clientRateArgs() []string {
+	if o.ClientQPS <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("--kube-api-qps=%d", o.ClientQPS), fmt.Sprintf("--kube-api-burst=%d", max(o.ClientBurst, o.ClientQPS))}
 }
 
 // startProcess starts a control-plane component that logs to its own file and is killed

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -62,6 +63,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	}
 	fs.StringVar(&o.Namespace, "namespace", ns, "namespace Joiner runs in (default: $POD_NAMESPACE, then joiner-system)")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port the webhook server listens on")
+	fs.Var((*ipListFlag)(&o.WebhookIPs), "webhook-cert-ips", "comma-separated IP addresses added to the webhook serving certificate, for an apiserver that calls the webhooks by URL (127.0.0.1 in e2e/scale)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader for the leader-only controllers; every replica serves webhooks")
@@ -137,6 +139,35 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 		return bad("--cloud-provider %q is not available in this build; use %s or %s", f.cloudProvider, local.Name, aws.Name)
 	}
 	return f, nil
+}
+
+// ipListFlag is a comma-separated list of IP addresses, such as --webhook-cert-ips=127.0.0.1,::1.
+type ipListFlag []net.IP
+
+// String renders the list as it is written on the command line.
+func (l *ipListFlag) String() string {
+	parts := make([]string, 0, len(*l))
+	for _, ip := range *l {
+		parts = append(parts, ip.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set parses the list; empty entries are skipped, anything else must be an IP address.
+func (l *ipListFlag) Set(s string) error {
+	var ips []net.IP
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		ip := net.ParseIP(v)
+		if ip == nil {
+			return fmt.Errorf("%q is not an IP address", v)
+		}
+		ips = append(ips, ip)
+	}
+	*l = ips
+	return nil
 }
 
 // awsFactory returns the AWS provider's factory for the flags: the SDK's standard configuration
@@ -304,6 +335,9 @@ func logMemorySettings(log logr.Logger, getenv func(string) string, limit int64,
 			"set "+operator.MemoryLimitEnv+" to the container's memory limit (resourceFieldRef limits.memory)", kv...)
 	case source == "GOMEMLIMIT":
 		log.Info("Go memory limit set by the GOMEMLIMIT environment variable", kv...)
+	case source == operator.MemoryLimitDefault:
+		log.Info("no container memory limit found, so the Go runtime's soft memory limit is the default; set "+operator.MemoryLimitEnv+
+			" to the container's memory limit (resourceFieldRef limits.memory), or GOMEMLIMIT, to change it", kv...)
 	case limit > 0:
 		log.Info(fmt.Sprintf("Go memory limit set to %d%% of the container memory limit", operator.MemoryLimitPercent), kv...)
 	default:

@@ -117,6 +117,13 @@ func TestControllerFlags(t *testing.T) {
 					t.Error("leader election on, want off")
 				}
 			}},
+		{name: "webhook certificate IPs", args: []string{"--webhook-cert-ips", "127.0.0.1, ::1"}, check: func(t *testing.T, f controllerFlags) {
+			if got := (*ipListFlag)(&f.opts.WebhookIPs).String(); got != "127.0.0.1,::1" {
+				t.Errorf("WebhookIPs = %s, want 127.0.0.1,::1", got)
+			}
+		}},
+		{name: "bad webhook certificate IP", args: []string{"--webhook-cert-ips=127.0.0.1,localhost"},
+			wantErr: `invalid value "127.0.0.1,localhost" for flag -webhook-cert-ips: "localhost" is not an IP address`},
 		{name: "bad tls version", args: []string{"--tls-min-version", "1.0"}, wantErr: `joiner controller: --tls-min-version "1.0" is not supported; use 1.2 or 1.3`},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: `joiner controller: --log-level "loud": use debug, info or error`},
 		{name: "stray argument", args: []string{"now"}, wantErr: "joiner controller: unexpected arguments [now]"},
@@ -179,6 +186,12 @@ func TestLogMemorySettings(t *testing.T) {
 			name: "set by GOMEMLIMIT", source: "GOMEMLIMIT", budget: 256 << 20,
 			want:   []string{`"msg"="Go memory limit set by the GOMEMLIMIT environment variable"`, `"GOMEMLIMIT"="800MiB"`},
 			absent: []string{"goMemoryLimitBytes"},
+		},
+		{
+			name: "no container limit: the default", limit: operator.DefaultMemoryLimit, source: operator.MemoryLimitDefault, budget: 256 << 20,
+			want: []string{`"msg"="no container memory limit found, so the Go runtime's soft memory limit is the default`,
+				`"source"="default"`, `"goMemoryLimitBytes"=1073741824`},
+			absent: []string{"warning", "error"},
 		},
 		{
 			name: "no limit", source: "none", budget: 256 << 20,

@@ -118,15 +118,18 @@ func (a *Auditor) Start(ctx context.Context) error {
 type audited struct {
 	list func() client.ObjectList
 	gvk  schema.GroupVersionKind
+	// opts are the listing's options: the pods (every pod, every run) are read without a deep copy
+	// of the cache's objects, which the audit only reads.
+	opts []client.ListOption
 }
 
 func auditedKinds() []audited {
 	return []audited{
-		{func() client.ObjectList { return &karpv1.NodePoolList{} }, karpv1.GroupVersion.WithKind("NodePool")},
-		{func() client.ObjectList { return &karpv1.NodeClaimList{} }, karpv1.GroupVersion.WithKind("NodeClaim")},
-		{func() client.ObjectList { return &awsv1.EC2NodeClassList{} }, awsv1.GroupVersion.WithKind("EC2NodeClass")},
-		{func() client.ObjectList { return &joinerv1alpha1.LocalNodeClassList{} }, joinerv1alpha1.GroupVersion.WithKind("LocalNodeClass")},
-		{func() client.ObjectList { return &corev1.PodList{} }, corev1.SchemeGroupVersion.WithKind("Pod")},
+		{func() client.ObjectList { return &karpv1.NodePoolList{} }, karpv1.GroupVersion.WithKind("NodePool"), nil},
+		{func() client.ObjectList { return &karpv1.NodeClaimList{} }, karpv1.GroupVersion.WithKind("NodeClaim"), nil},
+		{func() client.ObjectList { return &awsv1.EC2NodeClassList{} }, awsv1.GroupVersion.WithKind("EC2NodeClass"), nil},
+		{func() client.ObjectList { return &joinerv1alpha1.LocalNodeClassList{} }, joinerv1alpha1.GroupVersion.WithKind("LocalNodeClass"), nil},
+		{func() client.ObjectList { return &corev1.PodList{} }, corev1.SchemeGroupVersion.WithKind("Pod"), []client.ListOption{client.UnsafeDisableDeepCopy}},
 	}
 }
 
@@ -157,7 +160,7 @@ func (a *Auditor) RunOnce(ctx context.Context) error {
 	var nodePools []karpv1.NodePool
 	for _, k := range auditedKinds() {
 		list := k.list()
-		if err := a.Client.List(ctx, list); err != nil {
+		if err := a.Client.List(ctx, list, k.opts...); err != nil {
 			if apierrors.IsNotFound(err) || isNoMatch(err) {
 				continue // a CRD that is not installed (e.g. EC2NodeClass on a local cluster)
 			}

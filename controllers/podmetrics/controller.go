@@ -1,46 +1,35 @@
 // Package podmetrics publishes karpenter_pods_state: one series of value 1 per pod, labelled with
 // the pod's phase and readiness and with the labels of the Node it is bound to (NodePool, zone,
-// architecture, capacity type, instance type). A pod's series is replaced when any of that
-// changes, and removed when the pod is gone. It only reads the manager's cache.
+// architecture, capacity type, instance type). The series are computed from the manager's cache
+// when the metrics are scraped, on the leader only: nothing per pod is kept between scrapes, and no
+// pod or Node update wakes anything.
 package podmetrics
 
 import (
 	"context"
 	"fmt"
-	"maps"
-	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
-	"github.com/joiner-dev/joiner/metrics"
 )
 
 // ControllerName is the name of the pod metrics controller (logs).
 const ControllerName = "metrics.pod"
 
-// Controller keeps karpenter_pods_state in step with the cluster's pods. It runs on the leader
-// only, like every controller whose metrics describe the cluster.
+// scrapeTimeout bounds the listing of one scrape.
+const scrapeTimeout = 10 * time.Second
+
+// Controller is the source of karpenter_pods_state while it leads. It runs on the leader only, like
+// every controller whose metrics describe the cluster.
 type Controller struct {
 	kube    client.Reader
 	metrics *Metrics
-
-	mu sync.Mutex
-	// published holds the labels of each pod's series.
-	published map[types.NamespacedName]prometheus.Labels
-	// onNode holds the pods published with each node, so that a Node's label change reaches them.
-	onNode map[string]sets.Set[types.NamespacedName]
 }
 
 // NewController returns the pod metrics controller. kube should be a manager's cached client; reg
@@ -50,104 +39,61 @@ func NewController(kube client.Reader, reg prometheus.Registerer) (*Controller, 
 	if err != nil {
 		return nil, fmt.Errorf("pod metrics: %w", err)
 	}
-	return &Controller{kube: kube, metrics: m, published: map[types.NamespacedName]prometheus.Labels{},
-		onNode: map[string]sets.Set[types.NamespacedName]{}}, nil
+	return &Controller{kube: kube, metrics: m}, nil
 }
 
-// SetupWithManager watches Pods, and Nodes whose labels change, with mgr.
+// SetupWithManager adds the controller to mgr as a leader-only runnable.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&corev1.Pod{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.podsOnNode),
-			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Complete(c)
-	if err != nil {
+	if err := mgr.Add(c); err != nil {
 		return fmt.Errorf("set up %s controller: %w", ControllerName, err)
 	}
 	return nil
 }
 
-// Reconcile publishes the pod's current series, or removes it when the pod is gone.
-func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	pod := &corev1.Pod{}
-	if err := c.kube.Get(ctx, req.NamespacedName, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			c.forget(req.NamespacedName)
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
+// NeedLeaderElection makes the series the leader's only.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start publishes the series from this controller until ctx ends.
+func (c *Controller) Start(ctx context.Context) error {
+	c.metrics.State.publishFrom(c)
+	<-ctx.Done()
+	if prev := c.metrics.State.publishFrom(nil); prev != c {
+		c.metrics.State.publishFrom(prev) // another controller took over meanwhile
 	}
-	var node *corev1.Node
-	if pod.Spec.NodeName != "" {
-		node = &corev1.Node{}
-		if err := c.kube.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return reconcile.Result{}, fmt.Errorf("get node %s of pod %s: %w", pod.Spec.NodeName, req.NamespacedName, err)
-			}
-			node = nil
-		}
-	}
-	c.publish(req.NamespacedName, stateLabels(pod, node))
-	return reconcile.Result{}, nil
+	return nil
 }
 
-// publish makes labels the pod's only series.
-func (c *Controller) publish(key types.NamespacedName, labels prometheus.Labels) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.published[key]; ok {
-		if maps.Equal(old, labels) {
-			return
-		}
-		c.removeLocked(key, old)
+// collect lists the pods and Nodes (read-only, without copying the cache's objects) and emits each
+// pod's label values.
+func (c *Controller) collect(emit func(values []string)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	pods := &corev1.PodList{}
+	if err := c.kube.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list pods: %w", err)
 	}
-	c.metrics.State.With(labels).Set(1)
-	c.published[key] = labels
-	if node := labels[metrics.NodeLabel]; node != "" {
-		if c.onNode[node] == nil {
-			c.onNode[node] = sets.New[types.NamespacedName]()
-		}
-		c.onNode[node].Insert(key)
+	nodes := &corev1.NodeList{}
+	if err := c.kube.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list nodes: %w", err)
 	}
+	byName := make(map[string]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		byName[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	values := make([]string, len(stateLabels))
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		stateValues(values, pod, byName[pod.Spec.NodeName])
+		emit(values)
+	}
+	return nil
 }
 
-// forget removes the pod's series.
-func (c *Controller) forget(key types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.published[key]; ok {
-		c.removeLocked(key, old)
-	}
-}
-
-func (c *Controller) removeLocked(key types.NamespacedName, labels prometheus.Labels) {
-	c.metrics.State.Delete(labels)
-	delete(c.published, key)
-	if node := labels[metrics.NodeLabel]; node != "" {
-		c.onNode[node].Delete(key)
-		if c.onNode[node].Len() == 0 {
-			delete(c.onNode, node)
-		}
-	}
-}
-
-// podsOnNode maps a Node to the pods published as bound to it.
-func (c *Controller) podsOnNode(_ context.Context, o client.Object) []reconcile.Request {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	pods := c.onNode[o.GetName()]
-	reqs := make([]reconcile.Request, 0, pods.Len())
-	for key := range pods {
-		reqs = append(reqs, reconcile.Request{NamespacedName: key})
-	}
-	return reqs
-}
-
-// stateLabels are the labels of the pod's series; node is the Node it is bound to (nil when it is
-// not bound, or the Node is not known). The owner is the pod's controller as "Kind/name" ("" when
-// it has none); ready is "true" when the pod's Ready condition is True, else "false".
-func stateLabels(pod *corev1.Pod, node *corev1.Node) prometheus.Labels {
+// stateValues fills values with the pod's label values, in stateLabels' order; node is the Node it
+// is bound to (nil when it is not bound, or the Node is not known). The owner is the pod's
+// controller as "Kind/name" ("" when it has none); ready is "true" when the pod's Ready condition is
+// True, else "false".
+func stateValues(values []string, pod *corev1.Pod, node *corev1.Node) {
 	owner := ""
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		owner = ref.Kind + "/" + ref.Name
@@ -162,17 +108,7 @@ func stateLabels(pod *corev1.Pod, node *corev1.Node) prometheus.Labels {
 	if node != nil {
 		nodeLabels = node.Labels
 	}
-	return prometheus.Labels{
-		metrics.NameLabel:         pod.Name,
-		metrics.NamespaceLabel:    pod.Namespace,
-		metrics.OwnerLabel:        owner,
-		metrics.NodeLabel:         pod.Spec.NodeName,
-		metrics.NodePoolLabel:     nodeLabels[karpv1.NodePoolLabelKey],
-		metrics.ZoneLabel:         nodeLabels[corev1.LabelTopologyZone],
-		metrics.ArchLabel:         nodeLabels[corev1.LabelArchStable],
-		metrics.CapacityTypeLabel: nodeLabels[karpv1.CapacityTypeLabelKey],
-		metrics.InstanceTypeLabel: nodeLabels[corev1.LabelInstanceTypeStable],
-		metrics.PhaseLabel:        string(pod.Status.Phase),
-		metrics.ReadyLabel:        ready,
-	}
+	copy(values, []string{pod.Name, pod.Namespace, owner, pod.Spec.NodeName, nodeLabels[karpv1.NodePoolLabelKey],
+		nodeLabels[corev1.LabelTopologyZone], nodeLabels[corev1.LabelArchStable], nodeLabels[karpv1.CapacityTypeLabelKey],
+		nodeLabels[corev1.LabelInstanceTypeStable], string(pod.Status.Phase), ready})
 }

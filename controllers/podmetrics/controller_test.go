@@ -6,17 +6,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/joiner-dev/joiner/api/karpenter/v1"
 )
@@ -58,9 +58,8 @@ func nodeALabels() map[string]string {
 	}
 }
 
-// step changes the cluster (objects to create or update, pods to delete), reconciles what the
-// watches would enqueue (the pods changed, the pods the changed Nodes map to) and checks the
-// published series.
+// step changes the cluster (objects to create or update, pods to delete) and checks the series a
+// scrape then gathers.
 type step struct {
 	apply   []client.Object
 	deleted []string
@@ -98,42 +97,31 @@ func TestPodState(t *testing.T) {
 			{apply: []client.Object{node("b", nodeALabels())},
 				want: []string{strings.NewReplacer("node=a", "node=b").Replace(runningOnA)}},
 		}},
+		{name: "several pods on a node", steps: []step{
+			{apply: []client.Object{node("a", nodeALabels()), pod(boundTo("a"), running), pod(boundTo("a"), running, func(p *corev1.Pod) { p.Name = "web-2" })},
+				want: []string{runningOnA, strings.Replace(runningOnA, "name=web-1", "name=web-2", 1)}},
+			{deleted: []string{"web-1"}, want: []string{strings.Replace(runningOnA, "name=web-1", "name=web-2", 1)}},
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			scheme := runtime.NewScheme()
-			if err := clientgoscheme.AddToScheme(scheme); err != nil {
-				t.Fatal(err)
-			}
-			kube := fake.NewClientBuilder().WithScheme(scheme).Build()
+			kube := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
 			reg := prometheus.NewRegistry()
 			c, err := NewController(kube, reg)
 			if err != nil {
 				t.Fatal(err)
 			}
+			lead(t, c)
 			ctx := t.Context()
 			for i, s := range tc.steps {
-				var reqs []reconcile.Request
 				for _, obj := range s.apply {
 					if err := upsert(ctx, kube, obj); err != nil {
 						t.Fatal(err)
-					}
-					if _, ok := obj.(*corev1.Node); ok {
-						// What the Node watch enqueues.
-						reqs = append(reqs, c.podsOnNode(ctx, obj)...)
-					} else {
-						reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
 					}
 				}
 				for _, name := range s.deleted {
 					if err := kube.Delete(ctx, pod(func(p *corev1.Pod) { p.Name = name })); err != nil {
 						t.Fatal(err)
-					}
-					reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}})
-				}
-				for _, req := range reqs {
-					if _, err := c.Reconcile(ctx, req); err != nil {
-						t.Fatalf("step %d: reconcile %s: %v", i, req, err)
 					}
 				}
 				if got := series(t, reg); !slices.Equal(got, s.want) {
@@ -144,46 +132,73 @@ func TestPodState(t *testing.T) {
 	}
 }
 
-func TestSeveralPodsOnANode(t *testing.T) {
+// TestSeriesOnlyWhileLeading checks that the series are published while the controller runs (leads)
+// and not before or after.
+func TestSeriesOnlyWhileLeading(t *testing.T) {
+	kube := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pod()).Build()
+	reg := prometheus.NewRegistry()
+	c, err := NewController(kube, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		run  func()
+		want int
+	}{
+		{name: "before it leads", run: func() {}, want: 0},
+		{name: "while it leads", run: func() { lead(t, c) }, want: 1},
+	}
+	for _, tt := range tests {
+		tt.run()
+		if got := len(series(t, reg)); got != tt.want {
+			t.Errorf("%s: %d series, want %d", tt.name, got, tt.want)
+		}
+	}
+	// A second controller registered against the same registry (a restarted term) shares the
+	// collector; once the first stops leading, the second is the source.
+	second, err := NewController(kube, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.metrics.State != c.metrics.State {
+		t.Error("a second controller did not reuse the registered collector")
+	}
+}
+
+// lead runs the controller until the test ends, and returns once it publishes.
+func lead(t *testing.T, c *Controller) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+		c.metrics.State.mu.Lock()
+		defer c.metrics.State.mu.Unlock()
+		if c.metrics.State.from == c {
+			t.Error("the controller is still the source after it stopped")
+		}
+	})
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		c.metrics.State.mu.Lock()
+		defer c.metrics.State.mu.Unlock()
+		return c.metrics.State.from == c, nil
+	}); err != nil {
+		t.Fatalf("the controller did not start publishing: %v", err)
+	}
+}
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	second := pod(boundTo("a"), func(p *corev1.Pod) { p.Name = "web-2" })
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node("a", nodeALabels()), pod(boundTo("a")), second).Build()
-	c, err := NewController(kube, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	for _, name := range []string{"web-1", "web-2"} {
-		if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mapped := func() []string {
-		var names []string
-		for _, r := range c.podsOnNode(ctx, node("a", nil)) {
-			names = append(names, r.Name)
-		}
-		slices.Sort(names)
-		return names
-	}
-	if got := mapped(); !slices.Equal(got, []string{"web-1", "web-2"}) {
-		t.Errorf("node a maps to %v", got)
-	}
-	if err := kube.Delete(ctx, second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(second)}); err != nil {
-		t.Fatal(err)
-	}
-	if got := mapped(); !slices.Equal(got, []string{"web-1"}) {
-		t.Errorf("after deleting web-2, node a maps to %v", got)
-	}
-	if got := len(c.podsOnNode(ctx, node("b", nil))); got != 0 {
-		t.Errorf("node b maps to %d pods", got)
-	}
+	return scheme
 }
 
 // upsert creates obj, or updates it (a pod's status included) when it exists.

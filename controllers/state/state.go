@@ -23,7 +23,9 @@ import (
 
 // ClusterState is what one provisioning round (or one disruption pass) reads from the cluster.
 type ClusterState struct {
-	// Pods are every pod, bound or pending.
+	// Pods are every pod, bound or pending. Read from a cache, they share its objects (the listing
+	// does not deep-copy thousands of pods every round): treat them as read-only, and DeepCopy a
+	// pod before changing it.
 	Pods []corev1.Pod
 	// Nodes are every Node, managed or not.
 	Nodes []corev1.Node
@@ -49,14 +51,17 @@ func ReadClusterState(ctx context.Context, c client.Reader) (*ClusterState, erro
 	lists := []struct {
 		list client.ObjectList
 		what string
+		opts []client.ListOption
 	}{
-		{&corev1.PodList{}, "pods"}, {&corev1.NodeList{}, "nodes"}, {&karpv1.NodeClaimList{}, "nodeclaims"},
-		{&karpv1.NodePoolList{}, "nodepools"}, {&appsv1.DaemonSetList{}, "daemonsets"},
-		{&corev1.PersistentVolumeClaimList{}, "persistentvolumeclaims"}, {&corev1.PersistentVolumeList{}, "persistentvolumes"},
-		{&storagev1.StorageClassList{}, "storageclasses"}, {&corev1.NamespaceList{}, "namespaces"},
+		// Every pod, every round: shared with the cache rather than copied (see Pods).
+		{&corev1.PodList{}, "pods", []client.ListOption{client.UnsafeDisableDeepCopy}},
+		{&corev1.NodeList{}, "nodes", nil}, {&karpv1.NodeClaimList{}, "nodeclaims", nil},
+		{&karpv1.NodePoolList{}, "nodepools", nil}, {&appsv1.DaemonSetList{}, "daemonsets", nil},
+		{&corev1.PersistentVolumeClaimList{}, "persistentvolumeclaims", nil}, {&corev1.PersistentVolumeList{}, "persistentvolumes", nil},
+		{&storagev1.StorageClassList{}, "storageclasses", nil}, {&corev1.NamespaceList{}, "namespaces", nil},
 	}
 	for _, l := range lists {
-		if err := c.List(ctx, l.list); err != nil {
+		if err := c.List(ctx, l.list, l.opts...); err != nil {
 			return nil, fmt.Errorf("list %s: %w", l.what, err)
 		}
 	}
