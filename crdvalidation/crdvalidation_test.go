@@ -74,7 +74,7 @@ func TestJoinerServesItsKinds(t *testing.T) {
 	for _, gvk := range s.Kinds() {
 		got = append(got, gvk.GroupVersion().String()+" "+gvk.Kind)
 	}
-	want := "joiner.dev/v1alpha1 LocalNodeClass, joiner.dev/v1alpha1 ProvisioningPolicy, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1 NodeClaim, karpenter.sh/v1 NodePool"
+	want := "autoscaling.x-k8s.io/v1beta1 CapacityBuffer, joiner.dev/v1alpha1 LocalNodeClass, joiner.dev/v1alpha1 ProvisioningPolicy, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1 NodeClaim, karpenter.sh/v1 NodePool"
 	if strings.Join(got, ", ") != want {
 		t.Errorf("kinds = %s, want %s", strings.Join(got, ", "), want)
 	}
