@@ -86,7 +86,10 @@ func TestRegisterOptionalControllers(t *testing.T) {
 			}
 			// What is on is seen first, so that what is off has had the same time to show.
 			if tt.wantStatic {
-				nct.Eventually(t, 10*time.Second, "static NodeClaim", staticClaims(1))
+				// The NodePool must turn Ready (its node class resolved) before the static
+				// controller scales it up; on a loaded machine that took over 10 s. A minute
+				// also covers the controller's resync period.
+				nct.Eventually(t, time.Minute, "static NodeClaim", staticClaims(1))
 			}
 			if tt.wantPodSeries {
 				nct.Eventually(t, 10*time.Second, "pod series", podSeries(1))
