@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/joiner-dev/joiner/providers/local"
@@ -54,16 +55,24 @@ func FailNode(ctx context.Context, kube client.Client, name string, status corev
 			return fmt.Errorf("fail node %s: take it from kwok: %w", name, err)
 		}
 	}
-	stored := node.DeepCopy()
 	cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: reason, Message: message,
 		LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
-	i := slices.IndexFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady })
-	if i < 0 {
-		node.Status.Conditions = append(node.Status.Conditions, cond)
-	} else {
-		node.Status.Conditions[i] = cond
-	}
-	if err := kube.Status().Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	// kwok may still be writing the Node's status when it lets go of it: retry on a conflict with
+	// the Node read again, so that the condition is never written over a newer status.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := kube.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			return err
+		}
+		stored := node.DeepCopy()
+		i := slices.IndexFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady })
+		if i < 0 {
+			node.Status.Conditions = append(node.Status.Conditions, cond)
+		} else {
+			node.Status.Conditions[i] = cond
+		}
+		return kube.Status().Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
 		return fmt.Errorf("fail node %s: set Ready=%s: %w", name, status, err)
 	}
 	return nil
