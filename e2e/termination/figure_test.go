@@ -103,6 +103,9 @@ func attachDetach(t *testing.T, pods, nodes *tt.Recorder, old *corev1.Pod, pv st
 		return c.Object.GetUID() == old.UID && (c.Type == watch.Deleted || c.Object.GetDeletionTimestamp() != nil)
 	})
 	tl.podLeft = left.Sub(start)
+	// The waits below are the simulated detacher's own timings (the unmount delay and the
+	// force-detach timeout the figure measures), not waits for a condition: the deadlines are
+	// what is being modelled, so they run on the wall clock the figure reports.
 	time.Sleep(time.Until(left.Add(unmountDelay)))
 	terminated, ok := nodes.FirstAt(func(c tt.Change) bool {
 		return c.Object.GetName() == old.Spec.NodeName && (c.Type == watch.Deleted || c.Object.GetDeletionTimestamp() != nil)

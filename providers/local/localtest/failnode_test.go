@@ -16,6 +16,7 @@ import (
 	"github.com/joiner-dev/joiner/providers/local"
 	"github.com/joiner-dev/joiner/providers/local/localtest"
 	"github.com/joiner-dev/joiner/testbed"
+	nct "github.com/joiner-dev/joiner/testsupport/controllertest"
 )
 
 // readyOf returns the Node's Ready condition (zero without one).
@@ -60,17 +61,18 @@ func TestFailNode(t *testing.T) {
 			if err := localtest.FailNode(ctx, kube, name, status, now); err != nil {
 				t.Fatal(err)
 			}
-			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+			nct.Consistently(t, 5*time.Second, "the failed node stays failed and out of kwok's hands", func(ctx context.Context) error {
 				if err := get(ctx); err != nil {
-					t.Fatal(err)
+					return err
 				}
 				if c := readyOf(got); c.Status != status || !c.LastTransitionTime.Time.Equal(now) {
-					t.Fatalf("Ready=%s since %s, want %s since %s", c.Status, c.LastTransitionTime, status, now)
+					return fmt.Errorf("Ready=%s since %s, want %s since %s", c.Status, c.LastTransitionTime, status, now)
 				}
 				if _, ok := got.Annotations[local.KwokNodeAnnotation]; ok {
-					t.Fatal("the failed node still carries kwok's annotation")
+					return fmt.Errorf("the failed node still carries kwok's annotation")
 				}
-			}
+				return nil
+			})
 		})
 	}
 	tests := []struct {
